@@ -1,0 +1,67 @@
+"""The JSON codec for history events; the format of golden files and exports."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from keepgoing._history import events as ev
+from keepgoing._payload import dumps, loads
+
+__all__ = ["decode", "decode_many", "dumps_history", "encode", "loads_history"]
+
+_CLASSES: dict[str, type[ev.Event]] = {
+    cls.__name__: cls
+    for cls in (
+        ev.WorkflowStarted,
+        ev.ActivationCompleted,
+        ev.TaskScheduled,
+        ev.TaskAttemptFailed,
+        ev.TaskCompleted,
+        ev.TaskFailed,
+        ev.TimerStarted,
+        ev.TimerCancelled,
+        ev.TimerFired,
+        ev.WorkflowCompleted,
+        ev.WorkflowFailed,
+        ev.WorkflowBlocked,
+    )
+}
+
+
+def encode(event: ev.Event) -> dict[str, Any]:
+    """Return ``event`` as a JSON object with its class name under ``"type"``."""
+    body: dict[str, Any] = {"type": type(event).__name__}
+    for f in dataclasses.fields(event):
+        value = getattr(event, f.name)
+        body[f.name] = dataclasses.asdict(value) if isinstance(value, ev.ErrorInfo) else value
+    return body
+
+
+def decode(body: dict[str, Any]) -> ev.Event:
+    """Rebuild an event from :func:`encode`'s output; unknown fields are an error."""
+    data = dict(body)
+    name = data.pop("type", None)
+    cls = _CLASSES.get(str(name))
+    if cls is None:
+        raise ValueError(f"unknown history event type {name!r}")
+    if isinstance(data.get("error"), dict):
+        data["error"] = ev.ErrorInfo(**data["error"])
+    return cls(**data)
+
+
+def decode_many(bodies: Iterable[dict[str, Any]]) -> list[ev.Event]:
+    return [decode(body) for body in bodies]
+
+
+def dumps_history(events: Iterable[ev.Event]) -> str:
+    """A history as a JSON document: ``{"events": [...]}``, one event per line."""
+    lines = ",\n  ".join(dumps(encode(e)) for e in events)
+    return '{"events": [\n  ' + lines + "\n]}\n"
+
+
+def loads_history(text: str | bytes) -> list[ev.Event]:
+    doc = loads(text)
+    bodies = doc["events"] if isinstance(doc, dict) else doc
+    return decode_many(bodies)

@@ -1,0 +1,171 @@
+"""History events: the append-only record of a run.
+
+Events fall into four roles (``ROLE`` on each class):
+
+* ``input``   — facts from the world that the workflow reacts to
+  (``WorkflowStarted``, ``TaskCompleted``, ``TaskFailed``, ``TimerFired``).
+  Appending one makes the run runnable.
+* ``command`` — what the workflow decided (``TaskScheduled``, ``TimerStarted``,
+  ``TimerCancelled``, ``WorkflowCompleted``, ``WorkflowFailed``). The runtime
+  produces them; replay matches them by :meth:`Event.key`.
+* ``marker``  — ``ActivationCompleted(saw_upto)``: the boundary of one
+  activation. The commands that follow it were produced after delivering
+  every input with ``seq <= saw_upto``.
+* ``info``    — facts shown to people but never delivered to the workflow
+  (``TaskAttemptFailed``, ``WorkflowBlocked``).
+
+``seq`` is the event's position in the run's history (from 1), given by the
+store when the event is appended; ``at`` is its commit time in UNIX seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "ActivationCompleted",
+    "ErrorInfo",
+    "Event",
+    "TaskAttemptFailed",
+    "TaskCompleted",
+    "TaskFailed",
+    "TaskScheduled",
+    "TimerCancelled",
+    "TimerFired",
+    "TimerStarted",
+    "WorkflowBlocked",
+    "WorkflowCompleted",
+    "WorkflowFailed",
+    "WorkflowStarted",
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorInfo:
+    """An exception as data: its qualified type name, message and formatted traceback."""
+
+    type: str
+    message: str
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Event:
+    ROLE: ClassVar[str] = "info"
+    seq: int = 0
+    at: float = 0.0
+
+    def key(self) -> tuple[str, int, str]:
+        """The (kind, sequence, name) by which replay matches commands to history."""
+        return (type(self).__name__, 0, "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowStarted(Event):
+    ROLE: ClassVar[str] = "input"
+    workflow_name: str
+    workflow_id: str
+    run_id: str
+    input: dict[str, Any]
+    code_version: str
+    task_queue: str = "default"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActivationCompleted(Event):
+    ROLE: ClassVar[str] = "marker"
+    saw_upto: int
+    time: float
+    worker: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskScheduled(Event):
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+    name: str
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    retries: int = 0
+    retry_delay: float | None = None
+    timeout: float = 600.0
+    max_worker_losses: int = 3
+    image: str | None = None
+
+    def key(self) -> tuple[str, int, str]:
+        return ("TaskScheduled", self.cmd, self.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskAttemptFailed(Event):
+    cmd: int
+    name: str
+    attempt: int
+    error: ErrorInfo
+    reason: str  # "error" | "timeout" | "worker_lost" | "released"
+    worker: str = ""
+    started_at: float | None = None
+    retry_at: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskCompleted(Event):
+    ROLE: ClassVar[str] = "input"
+    cmd: int
+    result: Any
+    attempt: int
+    worker: str = ""
+    started_at: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskFailed(Event):
+    ROLE: ClassVar[str] = "input"
+    cmd: int
+    name: str
+    error: ErrorInfo
+    attempts: int
+    reason: str = "error"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimerStarted(Event):
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+    fire_at: float
+
+    def key(self) -> tuple[str, int, str]:
+        return ("TimerStarted", self.cmd, "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimerCancelled(Event):
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+
+    def key(self) -> tuple[str, int, str]:
+        return ("TimerCancelled", self.cmd, "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimerFired(Event):
+    ROLE: ClassVar[str] = "input"
+    cmd: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowCompleted(Event):
+    ROLE: ClassVar[str] = "command"
+    result: Any
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowFailed(Event):
+    ROLE: ClassVar[str] = "command"
+    error: ErrorInfo
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowBlocked(Event):
+    reason: str

@@ -1,0 +1,56 @@
+"""JSON payloads: checked at the call site, so bad input never reaches a worker."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from keepgoing.errors import PayloadError
+
+__all__ = ["JSON", "check_json", "dumps", "loads"]
+
+JSON = Any  # a value made only of dict[str, ...], list, str, int, float, bool and None
+
+
+def check_json(value: object, what: str) -> None:
+    """Raise :class:`PayloadError` naming ``what`` and the offending type if ``value`` is not JSON."""
+    problem = _find_problem(value, what)
+    if problem is not None:
+        raise PayloadError(problem)
+
+
+def _find_problem(value: object, path: str) -> str | None:
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return None
+        return f"{path} is the float {value!r}, which JSON cannot carry"
+    if isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            problem = _find_problem(item, f"{path}[{index}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path} has the key {key!r} of type {type(key).__name__}; JSON keys are str"
+            problem = _find_problem(item, f"{path}[{key!r}]")
+            if problem:
+                return problem
+        return None
+    return (
+        f"{path} has type {type(value).__module__}.{type(value).__qualname__}, which is not JSON; "
+        "pass dict, list, str, int, float, bool or None"
+    )
+
+
+def dumps(value: object) -> str:
+    """Compact, deterministic JSON text."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def loads(text: str | bytes) -> Any:
+    return json.loads(text)

@@ -1,0 +1,250 @@
+"""A workflow instance: history in, commands out.
+
+``WorkflowInstance.activate(events)`` takes the history after the instance's
+position. For each ``ActivationCompleted(saw_upto)`` marker it replays: it
+delivers every undelivered input with ``seq <= saw_upto`` in seq order, runs
+the loop until it settles, and checks the commands produced against the
+command events recorded after the marker, by (kind, sequence, name). Inputs
+after the last marker are then delivered live, and the new commands are
+returned for the caller to commit. A mismatch raises
+:class:`~keepgoing.errors.NondeterminismError` with a readable diff.
+
+No I/O happens here: no store, no clock, no network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random as _random
+import traceback
+import uuid as _uuid
+import zlib
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from keepgoing._history import events as ev
+from keepgoing._payload import check_json
+from keepgoing._runtime.loop import WorkflowLoop
+from keepgoing.errors import KeepgoingError, NondeterminismError, TaskFailedError
+
+__all__ = ["Activation", "TaskSpec", "WorkflowInstance", "error_info"]
+
+WorkflowFn = Callable[..., Coroutine[Any, Any, Any]]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a workflow asks for when it schedules a task."""
+
+    name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    retries: int = 0
+    retry_delay: float | None = None
+    timeout: float = 600.0
+    max_worker_losses: int = 3
+    image: str | None = None
+
+
+@dataclass
+class Activation:
+    """The outcome of one live activation: commands to commit and what they saw."""
+
+    commands: list[ev.Event] = field(default_factory=list)
+    saw_upto: int = 0
+    time: float = 0.0
+    delivered: int = 0
+
+
+def error_info(exc: BaseException) -> ev.ErrorInfo:
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    if isinstance(exc, TaskFailedError):
+        name = "keepgoing.errors.TaskFailedError"
+    text = "".join(traceback.format_exception(exc)).rstrip()
+    return ev.ErrorInfo(type=name, message=str(exc), traceback=text)
+
+
+class WorkflowInstance:
+    """The live state of one run's workflow coroutine."""
+
+    def __init__(
+        self,
+        fn: WorkflowFn,
+        *,
+        run_id: str,
+        workflow_id: str,
+        workflow_name: str,
+    ) -> None:
+        self.fn = fn
+        self.run_id = run_id
+        self.workflow_id = workflow_id
+        self.workflow_name = workflow_name
+        self.loop = WorkflowLoop(self)
+        self.rng = _random.Random(zlib.crc32(run_id.encode()))
+        self.position = 0  # the last history seq this instance has consumed
+        self.last_input_seq = 0  # the last input seq delivered
+        self.fence = 0  # the run's fence after this instance's last commit (set by the worker)
+        self.done = False
+        self._cmd = 0
+        self._pending: list[ev.Event] = []
+        self._tasks: dict[int, tuple[str, asyncio.Future[Any]]] = {}
+        self._buffer: list[ev.Event] = []
+        self._main: asyncio.Task[None] | None = None
+
+    # -- commands issued by workflow code ----------------------------------
+    def _next_cmd(self) -> int:
+        self._cmd += 1
+        return self._cmd
+
+    def _emit(self, command: ev.Event) -> None:
+        if not self.done:
+            self._pending.append(command)
+
+    def start_timer(self, fire_at: float) -> int:
+        cmd = self._next_cmd()
+        self._emit(ev.TimerStarted(cmd=cmd, fire_at=fire_at))
+        return cmd
+
+    def cancel_timer(self, cmd: int) -> None:
+        self._emit(ev.TimerCancelled(cmd=cmd))
+
+    def schedule_task(self, spec: TaskSpec) -> tuple[int, asyncio.Future[Any]]:
+        cmd = self._next_cmd()
+        self._emit(
+            ev.TaskScheduled(
+                cmd=cmd,
+                name=spec.name,
+                args=spec.args,
+                kwargs=spec.kwargs,
+                retries=spec.retries,
+                retry_delay=spec.retry_delay,
+                timeout=spec.timeout,
+                max_worker_losses=spec.max_worker_losses,
+                image=spec.image,
+            )
+        )
+        future: asyncio.Future[Any] = self.loop.create_future()
+        self._tasks[cmd] = (spec.name, future)
+        return cmd, future
+
+    def random(self) -> float:
+        return self.rng.random()
+
+    def uuid4(self) -> _uuid.UUID:
+        return _uuid.UUID(int=self.rng.getrandbits(128), version=4)
+
+    # -- activation ----------------------------------------------------------
+    def activate(self, events: Sequence[ev.Event]) -> Activation:
+        """Consume ``events`` (history after :attr:`position`) and return new commands."""
+        index = 0
+        while index < len(events):
+            event = events[index]
+            index += 1
+            self.position = max(self.position, event.seq)
+            if event.ROLE == "input":
+                self._buffer.append(event)
+            elif isinstance(event, ev.ActivationCompleted):
+                recorded: list[ev.Event] = []
+                while index < len(events) and events[index].ROLE == "command":
+                    recorded.append(events[index])
+                    index += 1
+                self._replay_group(event, recorded)
+                if recorded:
+                    self.position = max(self.position, recorded[-1].seq)
+        return self._activate_live()
+
+    def _replay_group(self, marker: ev.ActivationCompleted, recorded: list[ev.Event]) -> None:
+        self._deliver_upto(marker.saw_upto, marker.time)
+        produced, self._pending = self._pending, []
+        want = [c.key() for c in recorded]
+        got = [c.key() for c in produced]
+        if want != got:
+            raise NondeterminismError(_diff(marker, recorded, produced))
+
+    def _activate_live(self) -> Activation:
+        upto = max((e.seq for e in self._buffer), default=self.last_input_seq)
+        times = [e.at for e in self._buffer]
+        delivered = len(self._buffer)
+        now = max(times) if times else self.loop.time()
+        self._deliver_upto(upto, now)
+        commands, self._pending = self._pending, []
+        return Activation(commands=commands, saw_upto=upto, time=now, delivered=delivered)
+
+    def _deliver_upto(self, saw_upto: int, now: float) -> None:
+        self.loop.set_time(now)
+        ready = [e for e in self._buffer if e.seq <= saw_upto]
+        self._buffer = [e for e in self._buffer if e.seq > saw_upto]
+        for event in sorted(ready, key=lambda e: e.seq):
+            self._apply(event)
+            self.last_input_seq = max(self.last_input_seq, event.seq)
+        self.loop.run_until_settled()
+
+    def _apply(self, event: ev.Event) -> None:
+        if isinstance(event, ev.WorkflowStarted):
+            self._main = self.loop.create_task(self._run_main(event.input))
+        elif isinstance(event, ev.TaskCompleted):
+            self._resolve(event.cmd, result=event.result)
+        elif isinstance(event, ev.TaskFailed):
+            name = self._tasks.get(event.cmd, (event.name, None))[0]
+            error = TaskFailedError(name, event.error.type, event.error.message, event.attempts)
+            self._resolve(event.cmd, error=error)
+        elif isinstance(event, ev.TimerFired):
+            self.loop.fire_timer(event.cmd)
+
+    def _resolve(self, cmd: int, *, result: Any = None, error: BaseException | None = None) -> None:
+        entry = self._tasks.pop(cmd, None)
+        if entry is None or entry[1].done():
+            return
+        if error is not None:
+            entry[1].set_exception(error)
+        else:
+            entry[1].set_result(result)
+
+    async def _run_main(self, inputs: dict[str, Any]) -> None:
+        try:
+            result = await self.fn(*inputs.get("args", []), **inputs.get("kwargs", {}))
+            check_json(result, f"the result of workflow {self.workflow_name!r}")
+        except Exception as exc:  # the workflow's own failure is data, not a crash
+            self._emit(ev.WorkflowFailed(error=error_info(exc)))
+        else:
+            self._emit(ev.WorkflowCompleted(result=result))
+        self.done = True
+
+    def close(self) -> None:
+        """Evict: close every coroutine of this instance so nothing runs later in GC."""
+        self.done = True
+        previous = asyncio.events._get_running_loop()
+        asyncio.events._set_running_loop(self.loop)
+        try:
+            for task in asyncio.all_tasks(self.loop):
+                coro = task.get_coro()
+                try:
+                    if coro is not None and hasattr(coro, "close"):
+                        coro.close()
+                except BaseException:  # a finally block that awaits; nothing to save
+                    pass
+        finally:
+            asyncio.events._set_running_loop(previous)
+        self.loop.close()
+
+
+def _describe(command: ev.Event) -> str:
+    kind, cmd, name = command.key()
+    return f"{kind} #{cmd} {name}".rstrip() if cmd else kind
+
+
+def _diff(marker: ev.ActivationCompleted, recorded: list[ev.Event], produced: list[ev.Event]) -> str:
+    lines = [
+        f"workflow code no longer matches its history at the activation recorded at seq "
+        f"{marker.seq} (inputs up to seq {marker.saw_upto}):",
+        f"  {'history':<40} code now",
+    ]
+    for i in range(max(len(recorded), len(produced))):
+        left = _describe(recorded[i]) if i < len(recorded) else "(nothing)"
+        right = _describe(produced[i]) if i < len(produced) else "(nothing)"
+        flag = "  " if left == right else "! "
+        lines.append(f"{flag}{left:<40} {right}")
+    lines.append("the run is blocked; deploy code that replays this history to resume it")
+    return "\n".join(lines)

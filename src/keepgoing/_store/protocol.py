@@ -1,0 +1,238 @@
+"""The store protocol: the one boundary between the engine and its storage.
+
+Every backend (``memory``, ``sqlite``, later ``postgresql``) implements
+:class:`Store` and passes the same contract suite (``tests/contract``).
+
+Model
+-----
+* A **run** has an append-only history (see ``keepgoing._history.events``),
+  a ``status`` (running, blocked, completed, failed, cancelled), a
+  ``runnable`` flag, an activation lease (owner, expiry) and a ``fence``.
+  Appending an *input* event sets ``runnable`` and ``last_input_seq``.
+  ``seq`` is allocated inside the writing transaction, 1, 2, 3, ... per run.
+* A **task** row exists for every ``TaskScheduled``; it is identified by
+  ``(run_id, cmd)``, is pending / running / completed / failed, and carries
+  its own lease, ``fence``, attempt counter, failure and worker-loss counters.
+* A **timer** row exists for every ``TimerStarted``: pending, fired or cancelled.
+* Every claim increments the claimed row's ``fence``. A write that presents a
+  fence must find the row still at that fence, or it writes nothing.
+
+Time is always passed in (``now``) so tests can use a fake clock. Methods are
+coroutines; they never block the event loop for long.
+
+Errors: every method may raise :class:`keepgoing.errors.StoreError` when
+storage fails. Other errors are listed per method.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from keepgoing._history.events import Event
+from keepgoing._store.records import (
+    ActivationClaim,
+    ActivationCommit,
+    CommitResult,
+    FastActivation,
+    RunRecord,
+    StartRequest,
+    TaskClaim,
+    TaskOutcome,
+    TaskOutcomeResult,
+    WorkerRecord,
+)
+
+__all__ = ["Store"]
+
+
+class Store(abc.ABC):
+    """Durable state of every run. One instance per process is enough; it is task-safe."""
+
+    url: str = ""
+
+    # -- lifecycle -------------------------------------------------------------
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending migrations. Idempotent.
+
+        Raises:
+            SchemaVersionError: the stored schema is newer than this code knows.
+        """
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections. Idempotent."""
+
+    # -- runs ------------------------------------------------------------------
+    @abc.abstractmethod
+    async def start_run(self, request: StartRequest) -> RunRecord:
+        """Create a run and append ``WorkflowStarted`` (seq 1) in one transaction.
+
+        The run is ``running`` and runnable. A workflow id may have at most one
+        run that has not ended (running or blocked); an ended id may start again.
+
+        Raises:
+            WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
+        """
+
+    @abc.abstractmethod
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run with ``run_id``, or None."""
+
+    @abc.abstractmethod
+    async def find_run(self, workflow_id: str) -> RunRecord | None:
+        """The newest run (by ``created_at``, then insertion) of ``workflow_id``, or None."""
+
+    @abc.abstractmethod
+    async def list_runs(
+        self,
+        *,
+        workflow_name: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        """Runs, newest first, filtered by workflow name and status."""
+
+    @abc.abstractmethod
+    async def read_history(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        """Events of ``run_id`` with ``seq > after_seq``, in seq order ([] if none)."""
+
+    # -- activations -------------------------------------------------------------
+    @abc.abstractmethod
+    async def claim_activations(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        workflow_names: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        now: float,
+    ) -> list[ActivationClaim]:
+        """Lease up to ``limit`` runnable runs, oldest runnable first.
+
+        Eligible: status ``running``, ``runnable``, ``task_queue`` in ``queues``,
+        ``workflow_name`` in ``workflow_names``, and no unexpired activation lease.
+        Each claim sets the lease (owner, ``now + lease_ttl``) and increments the fence.
+        """
+
+    @abc.abstractmethod
+    async def commit_activation(self, commit: ActivationCommit) -> CommitResult:
+        """Apply an activation atomically (see :class:`ActivationCommit`).
+
+        Fails (``ok=False``, nothing written) if the run's fence differs from
+        ``commit.fence`` or the run is no longer running. On success the
+        activation lease is released, and ``runnable`` is cleared unless an
+        input arrived after ``saw_upto``.
+        """
+
+    @abc.abstractmethod
+    async def release_activation(self, run_id: str, fence: int) -> None:
+        """Drop an activation lease without committing (the run stays runnable)."""
+
+    # -- tasks ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def claim_tasks(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        task_names: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        now: float,
+    ) -> list[TaskClaim]:
+        """Lease up to ``limit`` pending tasks whose ``available_at <= now``.
+
+        Eligible: the run's ``task_queue`` is in ``queues`` and the task's name
+        is in ``task_names``. Each claim increments ``attempt`` and the fence,
+        sets ``started_at=now``, ``deadline=now+timeout`` and the lease
+        (``min(now+lease_ttl, deadline+lease_ttl)``).
+        """
+
+    @abc.abstractmethod
+    async def complete_task(
+        self, outcome: TaskOutcome, fast: FastActivation | None = None
+    ) -> TaskOutcomeResult:
+        """Record how an attempt ended, fenced by ``outcome.fence``.
+
+        Success appends ``TaskCompleted``. A failure appends ``TaskAttemptFailed``
+        and, per :func:`keepgoing._store.transitions.decide_failure`, either
+        makes the task pending again at ``retry_at`` or fails it for good and
+        appends ``TaskFailed``. ``TaskCompleted``/``TaskFailed`` make the run
+        runnable, unless ``fast`` is given, its preconditions hold, and the
+        outcome is a success: then the fast activation is applied in the same
+        transaction (see :class:`FastActivation`).
+
+        A stale fence, or a task that is no longer running, writes nothing and
+        returns ``accepted=False``.
+        """
+
+    @abc.abstractmethod
+    async def release_tasks(self, worker_id: str, now: float) -> int:
+        """Give back every task attempt leased by ``worker_id`` (graceful shutdown).
+
+        Each becomes pending again at once with ``TaskAttemptFailed(reason=
+        "released")``, not counted against retries or worker losses. Returns
+        how many were released. Activation leases of ``worker_id`` are dropped too.
+        """
+
+    # -- leases and services -----------------------------------------------------------
+    @abc.abstractmethod
+    async def heartbeat(
+        self, worker_id: str, *, lease_ttl: float, now: float
+    ) -> set[tuple[str, int]]:
+        """Extend every lease ``worker_id`` holds, in one go.
+
+        Task leases become ``min(now + lease_ttl, deadline + lease_ttl)``; the
+        orchestrator thereby enforces the attempt timeout. Also refreshes the
+        worker's registry row. Returns the ``(run_id, cmd)`` of the task
+        attempts the worker still holds; an attempt missing from it was lost.
+        """
+
+    @abc.abstractmethod
+    async def fire_due_timers(self, *, now: float, limit: int) -> int:
+        """Fire up to ``limit`` pending timers with ``fire_at <= now``.
+
+        Each appends ``TimerFired(cmd)`` to its run and makes it runnable;
+        each timer fires exactly once, however many callers race.
+        Returns how many fired.
+        """
+
+    @abc.abstractmethod
+    async def reap_expired_leases(self, *, now: float, limit: int) -> int:
+        """Recover up to ``limit`` task attempts whose lease expired before ``now``.
+
+        Each attempt is recorded as ``TaskAttemptFailed`` with reason
+        ``"timeout"`` if ``now`` is past its deadline, else ``"worker_lost"``,
+        and retried or failed per ``decide_failure``. Expired activation
+        leases are cleared too. Each expired lease is reaped exactly once.
+        Returns how many task attempts were reaped.
+        """
+
+    @abc.abstractmethod
+    async def next_wakeup(self) -> float | None:
+        """The earliest future instant at which work may become due: a pending
+        timer's ``fire_at``, a pending task's ``available_at``, or a lease's
+        expiry. None when nothing is scheduled."""
+
+    # -- notification ------------------------------------------------------------------
+    @abc.abstractmethod
+    async def wait_for_change(self, timeout: float) -> None:
+        """Return when the store may have new work or a run may have ended, or
+        after ``timeout`` seconds. Spurious wake-ups are allowed."""
+
+    # -- workers -------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def register_worker(self, worker: WorkerRecord) -> None:
+        """Insert or replace the worker's registry row."""
+
+    @abc.abstractmethod
+    async def deregister_worker(self, worker_id: str) -> None:
+        """Remove the worker's registry row."""
+
+    @abc.abstractmethod
+    async def list_workers(self) -> list[WorkerRecord]:
+        """Every registered worker, oldest first."""

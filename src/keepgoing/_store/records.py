@@ -1,0 +1,202 @@
+"""Plain values that cross the store boundary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from keepgoing._history.events import ErrorInfo, Event
+
+__all__ = [
+    "TERMINAL",
+    "ActivationClaim",
+    "ActivationCommit",
+    "CommitResult",
+    "FastActivation",
+    "RunRecord",
+    "RunStatus",
+    "StartRequest",
+    "TaskClaim",
+    "TaskOutcome",
+    "TaskOutcomeResult",
+    "WorkerRecord",
+]
+
+RunStatus = Literal["running", "blocked", "completed", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run of a workflow. ``workflow_id`` is the user's id; ``run_id`` is unique per run."""
+
+    run_id: str
+    workflow_id: str
+    workflow_name: str
+    status: RunStatus
+    input: dict[str, Any]
+    task_queue: str
+    code_version: str
+    created_at: float
+    updated_at: float
+    result: Any = None
+    error: ErrorInfo | None = None
+    blocked_reason: str | None = None
+    fence: int = 0
+    last_input_seq: int = 0
+    runnable: bool = False
+    ended_at: float | None = None
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    run_id: str
+    workflow_id: str
+    workflow_name: str
+    input: dict[str, Any]
+    task_queue: str
+    code_version: str
+    now: float
+
+
+@dataclass(frozen=True)
+class ActivationClaim:
+    """A leased right to activate one run. ``fence`` must accompany the commit."""
+
+    run: RunRecord
+    fence: int
+    lease_expires_at: float
+
+
+@dataclass(frozen=True)
+class ActivationCommit:
+    """The result of an activation: a marker and the commands that follow it.
+
+    The store appends ``ActivationCompleted(saw_upto, time, worker)`` and then
+    ``commands`` in order, each with ``at=now``. For each ``TaskScheduled`` it
+    creates a pending task; for each ``TimerStarted`` a pending timer; for each
+    ``TimerCancelled`` it cancels that timer. ``WorkflowCompleted`` or
+    ``WorkflowFailed`` ends the run (status, result or error, ``ended_at``)
+    and cancels its pending timers and tasks. ``blocked_reason`` set (with no
+    commands) appends ``WorkflowBlocked(reason)`` and marks the run blocked.
+
+    With ``eager_claim`` the tasks it schedules are claimed by ``worker_id`` in
+    the same transaction (lease ``lease_ttl``), at most ``eager_limit`` of them.
+    """
+
+    run_id: str
+    fence: int
+    worker_id: str
+    saw_upto: int
+    time: float
+    commands: list[Event]
+    now: float
+    eager_claim: bool = False
+    eager_limit: int = 0
+    lease_ttl: float = 15.0
+    blocked_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskClaim:
+    """A leased attempt of one task. ``(run_id, cmd)`` identifies the task."""
+
+    run_id: str
+    workflow_id: str
+    cmd: int
+    name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    attempt: int
+    fence: int
+    started_at: float
+    deadline: float
+    lease_expires_at: float
+    timeout: float
+    retries: int
+    retry_delay: float | None
+    max_worker_losses: int
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What an activation commit did.
+
+    ``ok`` is False when the fence was stale (nothing was written).
+    ``last_seq`` is the seq of the last event appended; ``fence`` is the run's
+    fence after the commit; ``eager`` are the tasks claimed for the committer.
+    """
+
+    ok: bool
+    last_seq: int = 0
+    fence: int = 0
+    eager: list[TaskClaim] = field(default_factory=list)
+    saw_upto: int = 0
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """How one attempt ended. Exactly one of ``result``/``error`` is meaningful.
+
+    ``ok`` True means it returned ``result``. Otherwise ``error`` describes the
+    failure and ``reason`` is ``"error"`` (the task raised) or ``"timeout"``.
+    """
+
+    run_id: str
+    cmd: int
+    fence: int
+    worker_id: str
+    attempt: int
+    started_at: float
+    now: float
+    ok: bool
+    result: Any = None
+    error: ErrorInfo | None = None
+    reason: str = "error"
+
+
+@dataclass(frozen=True)
+class FastActivation:
+    """The next activation, computed in memory from a cached instance.
+
+    Applied only if the run's fence still equals ``run_fence`` and its
+    ``last_input_seq`` still equals ``last_input_seq`` (nothing else happened
+    to the run since the instance last committed). The store then appends
+    the ``TaskCompleted``, a marker whose ``saw_upto`` is that event's seq,
+    and ``commands``, exactly as :class:`ActivationCommit` does.
+    """
+
+    run_fence: int
+    last_input_seq: int
+    commands: list[Event]
+    time: float
+    eager_claim: bool = True
+    eager_limit: int = 1
+    lease_ttl: float = 15.0
+
+
+@dataclass(frozen=True)
+class TaskOutcomeResult:
+    """``accepted`` False: the attempt's fence was stale and nothing was written.
+
+    ``final`` is True when the task ended (completed, or failed for good).
+    ``activation`` is the commit result of a :class:`FastActivation`, or None
+    when it was not applied (the run then stays runnable).
+    """
+
+    accepted: bool
+    final: bool = False
+    retry_at: float | None = None
+    activation: CommitResult | None = None
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    worker_id: str
+    queues: list[str]
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    info: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,67 @@
+"""Pure rules shared by every store: what happens to a task after an attempt fails.
+
+Errors the task raises and timeouts count against ``retries``; attempts lost
+with their worker count against ``max_worker_losses``, apart from ``retries``.
+Backoff starts at ``retry_delay``, doubles per failure, is capped, and has
++/-20% jitter. Without ``retry_delay`` a retry is due at once.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["BACKOFF_CAP", "FailureDecision", "backoff", "decide_failure"]
+
+BACKOFF_CAP = 900.0  # 15 minutes, unless retry_delay itself is longer
+_jitter = random.Random()
+
+
+@dataclass(frozen=True)
+class FailureDecision:
+    """``retry_at`` is None when the task has failed for good."""
+
+    failures: int
+    worker_losses: int
+    retry_at: float | None
+    final_message: str | None = None
+
+
+def backoff(failures: int, retry_delay: float | None, *, jitter: bool = True) -> float:
+    """Seconds to wait before the retry that follows the ``failures``-th failure."""
+    if not retry_delay:
+        return 0.0
+    delay = min(retry_delay * (2 ** max(0, failures - 1)), max(BACKOFF_CAP, retry_delay))
+    return delay * _jitter.uniform(0.8, 1.2) if jitter else delay
+
+
+def decide_failure(
+    *,
+    reason: str,
+    failures: int,
+    worker_losses: int,
+    retries: int,
+    max_worker_losses: int,
+    retry_delay: float | None,
+    now: float,
+) -> FailureDecision:
+    """Decide the fate of a task whose attempt just failed for ``reason``.
+
+    ``failures`` and ``worker_losses`` are the counts *before* this attempt.
+    """
+    if reason in ("worker_lost", "released"):
+        losses = worker_losses + (1 if reason == "worker_lost" else 0)
+        if losses > max_worker_losses:
+            return FailureDecision(
+                failures,
+                losses,
+                None,
+                f"the task's worker was lost {losses} times (max_worker_losses="
+                f"{max_worker_losses}); it may be killing its worker, for example by "
+                "running out of memory",
+            )
+        return FailureDecision(failures, losses, now + backoff(1, retry_delay))
+    failed = failures + 1
+    if failed > retries:
+        return FailureDecision(failed, worker_losses, None)
+    return FailureDecision(failed, worker_losses, now + backoff(failed, retry_delay))

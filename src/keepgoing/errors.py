@@ -1,0 +1,181 @@
+"""Every error keepgoing raises, rooted at one :class:`KeepgoingError`.
+
+The tree::
+
+    KeepgoingError                       code
+    ├── ConfigurationError               configuration      (also ValueError)
+    │   ├── InvalidDurationError         invalid_duration
+    │   └── InvalidStoreURLError         invalid_store_url
+    ├── DuplicateNameError               duplicate_name     (also ValueError)
+    ├── PayloadError                     invalid_payload    (also TypeError)
+    ├── WorkflowNotFoundError            workflow_not_found (also LookupError)
+    ├── RunNotFoundError                 run_not_found      (also LookupError)
+    ├── WorkflowAlreadyRunningError      workflow_running
+    ├── WorkflowFailedError              workflow_failed
+    ├── WorkflowBlockedError             workflow_blocked
+    ├── TaskFailedError                  task_failed
+    ├── NondeterminismError              nondeterminism
+    ├── WorkerImportError                worker_import
+    └── StoreError                       store_error
+        └── SchemaVersionError           schema_version
+
+Each class has a stable ``code`` that the HTTP API returns. Control-flow
+signals that must never be swallowed by ``except Exception`` in user code
+(a lost lease, for one) derive from ``BaseException`` and live in private
+modules.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DuplicateNameError",
+    "InvalidDurationError",
+    "InvalidStoreURLError",
+    "KeepgoingError",
+    "NondeterminismError",
+    "PayloadError",
+    "RunNotFoundError",
+    "SchemaVersionError",
+    "StoreError",
+    "TaskFailedError",
+    "WorkerImportError",
+    "WorkflowAlreadyRunningError",
+    "WorkflowBlockedError",
+    "WorkflowFailedError",
+    "WorkflowNotFoundError",
+]
+
+
+class KeepgoingError(Exception):
+    """The root of every error keepgoing raises."""
+
+    code = "keepgoing_error"
+
+
+class ConfigurationError(KeepgoingError, ValueError):
+    """A setting, option or argument has a value keepgoing cannot use."""
+
+    code = "configuration"
+
+
+class InvalidDurationError(ConfigurationError):
+    """A duration is not ``"30s"``, ``"1h30m"``, a ``timedelta`` or int seconds."""
+
+    code = "invalid_duration"
+
+
+class InvalidStoreURLError(ConfigurationError):
+    """A store URL is not one of the accepted forms."""
+
+    code = "invalid_store_url"
+
+
+class DuplicateNameError(KeepgoingError, ValueError):
+    """Two tasks or workflows were registered under one name from different places."""
+
+    code = "duplicate_name"
+
+
+class PayloadError(KeepgoingError, TypeError):
+    """An argument or result is not JSON; the message names it and its type."""
+
+    code = "invalid_payload"
+
+
+class WorkflowNotFoundError(KeepgoingError, LookupError):
+    """No workflow is registered under the given name, or no run has the given id."""
+
+    code = "workflow_not_found"
+
+
+class RunNotFoundError(KeepgoingError, LookupError):
+    """No run has the given workflow id or run id."""
+
+    code = "run_not_found"
+
+
+class WorkflowAlreadyRunningError(KeepgoingError):
+    """A run was started with the workflow id of a run that has not ended."""
+
+    code = "workflow_running"
+
+    def __init__(self, workflow_id: str, run_id: str) -> None:
+        super().__init__(
+            f"workflow id {workflow_id!r} is already running (run {run_id}); "
+            "wait for it to end, cancel it, or choose another workflow_id"
+        )
+        self.workflow_id = workflow_id
+        self.run_id = run_id
+
+
+class WorkflowFailedError(KeepgoingError):
+    """The run ended in failure; ``error_type`` and ``message`` describe why."""
+
+    code = "workflow_failed"
+
+    def __init__(self, run_id: str, error_type: str, message: str) -> None:
+        super().__init__(f"run {run_id} failed: {error_type}: {message}")
+        self.run_id = run_id
+        self.error_type = error_type
+        self.message = message
+
+
+class WorkflowBlockedError(KeepgoingError):
+    """The run is blocked (its code no longer replays its history) and waits for a fix."""
+
+    code = "workflow_blocked"
+
+
+class TaskFailedError(KeepgoingError):
+    """A task used up its attempts; raised into the workflow at the task's await.
+
+    Attributes:
+        task_name: the task's registered name.
+        error_type: the qualified name of the exception the last attempt raised,
+            or ``"TimeoutError"`` / ``"WorkerLost"``.
+        message: that exception's message.
+        attempts: how many attempts ran.
+    """
+
+    code = "task_failed"
+
+    def __init__(self, task_name: str, error_type: str, message: str, attempts: int) -> None:
+        super().__init__(
+            f"task {task_name!r} failed after {attempts} attempt(s): {error_type}: {message}"
+        )
+        self.task_name = task_name
+        self.error_type = error_type
+        self.message = message
+        self.attempts = attempts
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.task_name, self.error_type, self.message, self.attempts))
+
+
+class NondeterminismError(KeepgoingError):
+    """Workflow code no longer matches the history it is replaying.
+
+    The run is marked *blocked* with the diff in ``str(error)``; nothing is
+    re-executed. Deploy code that replays the history to unblock it.
+    """
+
+    code = "nondeterminism"
+
+
+class WorkerImportError(KeepgoingError):
+    """The file a worker was pointed at could not be imported."""
+
+    code = "worker_import"
+
+
+class StoreError(KeepgoingError):
+    """The store failed or holds data this version cannot use."""
+
+    code = "store_error"
+
+
+class SchemaVersionError(StoreError):
+    """The store's schema is newer than this version of keepgoing understands."""
+
+    code = "schema_version"
