@@ -14,7 +14,7 @@ JSON = Any  # a value made only of dict[str, ...], list, str, int, float, bool a
 
 
 def check_json(value: object, what: str) -> None:
-    """Raise :class:`PayloadError` naming ``what`` and the offending type if ``value`` is not JSON."""
+    """Raise :class:`PayloadError` naming ``what`` and the bad type unless ``value`` is JSON."""
     problem = _find_problem(value, what)
     if problem is not None:
         raise PayloadError(problem)

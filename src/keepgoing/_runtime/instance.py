@@ -26,7 +26,7 @@ from typing import Any
 from keepgoing._history import events as ev
 from keepgoing._payload import check_json
 from keepgoing._runtime.loop import WorkflowLoop
-from keepgoing.errors import KeepgoingError, NondeterminismError, TaskFailedError
+from keepgoing.errors import NondeterminismError, TaskFailedError
 
 __all__ = ["Activation", "TaskSpec", "WorkflowInstance", "error_info"]
 
@@ -59,7 +59,11 @@ class Activation:
 
 def error_info(exc: BaseException) -> ev.ErrorInfo:
     kind = type(exc)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
     if isinstance(exc, TaskFailedError):
         name = "keepgoing.errors.TaskFailedError"
     text = "".join(traceback.format_exception(exc)).rstrip()
@@ -81,7 +85,7 @@ class WorkflowInstance:
         self.run_id = run_id
         self.workflow_id = workflow_id
         self.workflow_name = workflow_name
-        self.loop = WorkflowLoop(self)
+        self.loop = WorkflowLoop(self)  # type: ignore[abstract]
         self.rng = _random.Random(zlib.crc32(run_id.encode()))
         self.position = 0  # the last history seq this instance has consumed
         self.last_input_seq = 0  # the last input seq delivered
@@ -235,7 +239,9 @@ def _describe(command: ev.Event) -> str:
     return f"{kind} #{cmd} {name}".rstrip() if cmd else kind
 
 
-def _diff(marker: ev.ActivationCompleted, recorded: list[ev.Event], produced: list[ev.Event]) -> str:
+def _diff(
+    marker: ev.ActivationCompleted, recorded: list[ev.Event], produced: list[ev.Event]
+) -> str:
     lines = [
         f"workflow code no longer matches its history at the activation recorded at seq "
         f"{marker.seq} (inputs up to seq {marker.saw_upto}):",

@@ -56,7 +56,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
     def set_time(self, value: float) -> None:
         self._time = max(self._time, value)
 
-    def call_soon(
+    def call_soon(  # type: ignore[override]
         self,
         callback: Callable[..., object],
         *args: Any,
@@ -66,7 +66,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         self._ready.append(handle)
         return handle
 
-    def call_later(
+    def call_later(  # type: ignore[override]
         self,
         delay: float,
         callback: Callable[..., object],
@@ -75,7 +75,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
     ) -> asyncio.TimerHandle:
         return self.call_at(self._time + delay, callback, *args, context=context)
 
-    def call_at(
+    def call_at(  # type: ignore[override]
         self,
         when: float,
         callback: Callable[..., object],
@@ -113,7 +113,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
     def create_future(self) -> asyncio.Future[Any]:
         return asyncio.Future(loop=self)
 
-    def create_task(  # type: ignore[override]
+    def create_task(
         self,
         coro: Coroutine[Any, Any, _T] | Generator[Any, None, _T],
         *,
@@ -165,16 +165,18 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         self.unhandled.append(context)
 
     # -- I/O is not allowed in workflow code ----------------------------------
-    def run_in_executor(self, executor: Any, func: Callable[..., _T], *args: Any) -> Any:
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., _T], *args: Any
+    ) -> Any:
         raise RuntimeError(
             "workflow code must be deterministic: run blocking or I/O work in a @task, "
             "not with run_in_executor inside the workflow"
         )
 
-    async def getaddrinfo(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def getaddrinfo(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("workflow code must not do network I/O; put it in a @task")
 
-    async def create_connection(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    async def create_connection(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("workflow code must not do network I/O; put it in a @task")
 
 

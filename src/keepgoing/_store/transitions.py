@@ -32,7 +32,7 @@ def backoff(failures: int, retry_delay: float | None, *, jitter: bool = True) ->
     if not retry_delay:
         return 0.0
     delay = min(retry_delay * (2 ** max(0, failures - 1)), max(BACKOFF_CAP, retry_delay))
-    return delay * _jitter.uniform(0.8, 1.2) if jitter else delay
+    return float(delay * _jitter.uniform(0.8, 1.2)) if jitter else float(delay)
 
 
 def decide_failure(

@@ -1,0 +1,1 @@
+"""keepgoing: durable execution for Python."""

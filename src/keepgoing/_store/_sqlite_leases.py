@@ -1,0 +1,115 @@
+"""Leases, timers and the worker registry on SQLite (see ``_sqlite_ops``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from keepgoing._history import events as ev
+from keepgoing._payload import dumps, loads
+from keepgoing._store import records as rec
+from keepgoing._store._sqlite_ops import append, fail_attempt
+
+
+def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
+    rows = conn.execute(
+        "SELECT run_id, cmd FROM tasks WHERE status = 'running' AND lease_owner = ?",
+        (worker_id,),
+    ).fetchall()
+    error = ev.ErrorInfo(type="keepgoing.Released", message="the worker shut down")
+    for run_id, cmd in rows:
+        fail_attempt(conn, run_id, cmd, "released", error, worker_id, now)
+    conn.execute(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?",
+        (worker_id,),
+    )
+    return len(rows)
+
+
+def heartbeat(
+    conn: sqlite3.Connection, worker_id: str, lease_ttl: float, now: float
+) -> set[tuple[str, int]]:
+    held = conn.execute(
+        "UPDATE tasks SET lease_expires_at = MIN(? + ?, deadline + ?) "
+        "WHERE status = 'running' AND lease_owner = ? RETURNING run_id, cmd",
+        (now, lease_ttl, lease_ttl, worker_id),
+    ).fetchall()
+    conn.execute(
+        "UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ?", (now + lease_ttl, worker_id)
+    )
+    conn.execute("UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?", (now, worker_id))
+    return {(r[0], r[1]) for r in held}
+
+
+def fire_due_timers(conn: sqlite3.Connection, now: float, limit: int) -> int:
+    due = conn.execute(
+        "SELECT t.run_id, t.cmd FROM timers t JOIN runs r ON r.run_id = t.run_id "
+        "WHERE t.status = 'pending' AND t.fire_at <= ? AND r.status = 'running' "
+        "ORDER BY t.fire_at LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    for run_id, cmd in due:
+        conn.execute(
+            "UPDATE timers SET status = 'fired' WHERE run_id = ? AND cmd = ?", (run_id, cmd)
+        )
+        append(conn, run_id, [ev.TimerFired(cmd=cmd)], now)
+    return len(due)
+
+
+def reap_expired_leases(conn: sqlite3.Connection, now: float, limit: int) -> int:
+    expired = conn.execute(
+        "SELECT run_id, cmd, lease_owner, deadline, attempt, timeout FROM tasks "
+        "WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    for run_id, cmd, owner, deadline, attempt, timeout in expired:
+        if now > deadline:
+            reason = "timeout"
+            error = ev.ErrorInfo(
+                type="TimeoutError",
+                message=f"attempt {attempt} exceeded its timeout of {timeout:g}s",
+            )
+        else:
+            reason = "worker_lost"
+            error = ev.ErrorInfo(
+                type="keepgoing.WorkerLost", message=f"worker {owner} stopped renewing its lease"
+            )
+        fail_attempt(conn, run_id, cmd, reason, error, owner or "", now)
+    conn.execute(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
+        "WHERE lease_owner IS NOT NULL AND lease_expires_at < ?",
+        (now,),
+    )
+    return len(expired)
+
+
+def next_wakeup(conn: sqlite3.Connection) -> float | None:
+    row = conn.execute(
+        "SELECT MIN(x) FROM ("
+        " SELECT MIN(t.fire_at) AS x FROM timers t JOIN runs r ON r.run_id = t.run_id"
+        "  WHERE t.status = 'pending' AND r.status = 'running'"
+        " UNION ALL SELECT MIN(available_at) FROM tasks WHERE status = 'pending'"
+        " UNION ALL SELECT MIN(lease_expires_at) FROM tasks WHERE status = 'running'"
+        " UNION ALL SELECT MIN(lease_expires_at) FROM runs WHERE lease_owner IS NOT NULL)"
+    ).fetchone()
+    return float(row[0]) if row and row[0] is not None else None
+
+
+def register_worker(conn: sqlite3.Connection, w: rec.WorkerRecord) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO workers (worker_id, queues, host, pid, started_at, heartbeat_at, "
+        "info) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (w.worker_id, dumps(w.queues), w.host, w.pid, w.started_at, w.heartbeat_at, dumps(w.info)),
+    )
+
+
+def deregister_worker(conn: sqlite3.Connection, worker_id: str) -> None:
+    conn.execute("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
+
+
+def list_workers(conn: sqlite3.Connection) -> list[rec.WorkerRecord]:
+    rows: list[Any] = conn.execute(
+        "SELECT worker_id, queues, host, pid, started_at, heartbeat_at, info FROM workers "
+        "ORDER BY started_at, worker_id"
+    ).fetchall()
+    return [rec.WorkerRecord(r[0], loads(r[1]), r[2], r[3], r[4], r[5], loads(r[6])) for r in rows]

@@ -1,0 +1,539 @@
+"""The SQL behind :class:`~keepgoing._store.sqlite.SqliteStore`.
+
+Each function takes a connection inside the caller's transaction and does
+one store operation; the thread in ``_sqlite_thread`` supplies the
+transaction (``BEGIN IMMEDIATE`` for writes, so the write lock is held from
+the first statement and no row lock order is needed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from keepgoing._history import events as ev
+from keepgoing._history.codec import decode, encode
+from keepgoing._payload import dumps, loads
+from keepgoing._store import records as rec
+from keepgoing._store.transitions import decide_failure
+from keepgoing.errors import WorkflowAlreadyRunningError
+
+RUN_COLUMNS = (
+    "run_id, workflow_id, workflow_name, status, input, task_queue, code_version, created_at, "
+    "updated_at, result, error, blocked_reason, fence, last_input_seq, runnable, ended_at"
+)
+TASK_COLUMNS = (
+    "run_id, workflow_id, cmd, name, args, kwargs, attempt, fence, started_at, deadline, "
+    "lease_expires_at, timeout, retries, retry_delay, max_worker_losses, image"
+)
+_WORKER_LOST = "keepgoing.WorkerLost"
+
+
+def marks(values: Sequence[object]) -> str:
+    return ",".join("?" * len(values))
+
+
+def run_record(row: sqlite3.Row | tuple[Any, ...]) -> rec.RunRecord:
+    error = loads(row[10]) if row[10] else None
+    return rec.RunRecord(
+        run_id=row[0],
+        workflow_id=row[1],
+        workflow_name=row[2],
+        status=row[3],
+        input=loads(row[4]),
+        task_queue=row[5],
+        code_version=row[6],
+        created_at=row[7],
+        updated_at=row[8],
+        result=loads(row[9]) if row[9] is not None else None,
+        error=ev.ErrorInfo(**error) if error else None,
+        blocked_reason=row[11],
+        fence=row[12],
+        last_input_seq=row[13],
+        runnable=bool(row[14]),
+        ended_at=row[15],
+    )
+
+
+def task_claim(row: tuple[Any, ...]) -> rec.TaskClaim:
+    return rec.TaskClaim(
+        run_id=row[0],
+        workflow_id=row[1],
+        cmd=row[2],
+        name=row[3],
+        args=loads(row[4]),
+        kwargs=loads(row[5]),
+        attempt=row[6],
+        fence=row[7],
+        started_at=row[8],
+        deadline=row[9],
+        lease_expires_at=row[10],
+        timeout=row[11],
+        retries=row[12],
+        retry_delay=row[13],
+        max_worker_losses=row[14],
+        image=row[15],
+    )
+
+
+# -- runs ----------------------------------------------------------------------
+def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
+    open_row = conn.execute(
+        "SELECT run_id FROM runs WHERE workflow_id = ? AND status IN ('running', 'blocked')",
+        (req.workflow_id,),
+    ).fetchone()
+    if open_row is not None:
+        raise WorkflowAlreadyRunningError(req.workflow_id, open_row[0])
+    conn.execute(
+        "INSERT INTO runs (run_id, workflow_id, workflow_name, status, input, task_queue, "
+        "code_version, created_at, updated_at, next_seq, runnable, runnable_since) "
+        "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 1, 0, NULL)",
+        (
+            req.run_id,
+            req.workflow_id,
+            req.workflow_name,
+            dumps(req.input),
+            req.task_queue,
+            req.code_version,
+            req.now,
+            req.now,
+        ),
+    )
+    started = ev.WorkflowStarted(
+        workflow_name=req.workflow_name,
+        workflow_id=req.workflow_id,
+        run_id=req.run_id,
+        input=req.input,
+        code_version=req.code_version,
+        task_queue=req.task_queue,
+    )
+    append(conn, req.run_id, [started], req.now)
+    return get_run(conn, req.run_id)  # type: ignore[return-value]
+
+
+def get_run(conn: sqlite3.Connection, run_id: str) -> rec.RunRecord | None:
+    row = conn.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return run_record(row) if row else None
+
+
+def find_run(conn: sqlite3.Connection, workflow_id: str) -> rec.RunRecord | None:
+    row = conn.execute(
+        f"SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = ? "
+        "ORDER BY created_at DESC, rowid DESC LIMIT 1",
+        (workflow_id,),
+    ).fetchone()
+    return run_record(row) if row else None
+
+
+def list_runs(
+    conn: sqlite3.Connection,
+    workflow_name: str | None,
+    status: str | None,
+    limit: int,
+    offset: int,
+) -> list[rec.RunRecord]:
+    where, params = [], []
+    if workflow_name is not None:
+        where.append("workflow_name = ?")
+        params.append(workflow_name)
+    if status is not None:
+        where.append("status = ?")
+        params.append(status)
+    clause = f"WHERE {' AND '.join(where)}" if where else ""
+    rows = conn.execute(
+        f"SELECT {RUN_COLUMNS} FROM runs {clause} "
+        "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        (*params, limit, offset),
+    ).fetchall()
+    return [run_record(r) for r in rows]
+
+
+def read_history(conn: sqlite3.Connection, run_id: str, after_seq: int) -> list[ev.Event]:
+    rows = conn.execute(
+        "SELECT body FROM history WHERE run_id = ? AND seq > ? ORDER BY seq",
+        (run_id, after_seq),
+    ).fetchall()
+    return [decode(loads(r[0])) for r in rows]
+
+
+# -- appending -------------------------------------------------------------------
+def append(
+    conn: sqlite3.Connection, run_id: str, events: Sequence[ev.Event], now: float
+) -> list[ev.Event]:
+    """Append ``events`` with the next seqs and ``at=now``; update the run's counters."""
+    seq = conn.execute("SELECT next_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+    stored: list[ev.Event] = []
+    last_input = 0
+    for event in events:
+        placed = dataclasses.replace(event, seq=seq, at=now)
+        stored.append(placed)
+        if placed.ROLE == "input":
+            last_input = seq
+        seq += 1
+    conn.executemany(
+        "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
+        [(run_id, e.seq, type(e).__name__, now, dumps(encode(e))) for e in stored],
+    )
+    if last_input:
+        conn.execute(
+            "UPDATE runs SET next_seq = ?, last_input_seq = ?, updated_at = ?, "
+            "runnable_since = CASE WHEN runnable = 1 THEN runnable_since ELSE ? END, "
+            "runnable = 1 WHERE run_id = ?",
+            (seq, last_input, now, now, run_id),
+        )
+    else:
+        conn.execute(
+            "UPDATE runs SET next_seq = ?, updated_at = ? WHERE run_id = ?", (seq, now, run_id)
+        )
+    return stored
+
+
+# -- activations -------------------------------------------------------------------
+def claim_activations(
+    conn: sqlite3.Connection,
+    worker_id: str,
+    queues: Sequence[str],
+    names: Sequence[str],
+    limit: int,
+    lease_ttl: float,
+    now: float,
+) -> list[rec.ActivationClaim]:
+    if not queues or not names or limit <= 0:
+        return []
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT run_id FROM runs WHERE runnable = 1 AND status = 'running' "
+            f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
+            "AND (lease_owner IS NULL OR lease_expires_at < ?) "
+            "ORDER BY runnable_since LIMIT ?",
+            (*queues, *names, now, limit),
+        )
+    ]
+    claims = []
+    expires = now + lease_ttl
+    for run_id in ids:
+        conn.execute(
+            "UPDATE runs SET fence = fence + 1, lease_owner = ?, lease_expires_at = ? "
+            "WHERE run_id = ?",
+            (worker_id, expires, run_id),
+        )
+        run = get_run(conn, run_id)
+        assert run is not None
+        claims.append(rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires))
+    return claims
+
+
+def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.CommitResult:
+    row = conn.execute(
+        "SELECT fence, status, last_input_seq FROM runs WHERE run_id = ?", (c.run_id,)
+    ).fetchone()
+    if row is None or row[0] != c.fence or row[1] != "running":
+        return rec.CommitResult(ok=False)
+    if c.blocked_reason is not None:
+        stored = append(conn, c.run_id, [ev.WorkflowBlocked(reason=c.blocked_reason)], c.now)
+        conn.execute(
+            "UPDATE runs SET status = 'blocked', blocked_reason = ?, lease_owner = NULL, "
+            "lease_expires_at = NULL, runnable = 0 WHERE run_id = ?",
+            (c.blocked_reason, c.run_id),
+        )
+        return rec.CommitResult(
+            ok=True, last_seq=stored[-1].seq, fence=c.fence, saw_upto=c.saw_upto
+        )
+    marker = ev.ActivationCompleted(saw_upto=c.saw_upto, time=c.time, worker=c.worker_id)
+    stored = append(conn, c.run_id, [marker, *c.commands], c.now)
+    eager = apply_commands(
+        conn,
+        c.run_id,
+        stored[1:],
+        c.now,
+        c.worker_id if c.eager_claim else None,
+        c.eager_limit,
+        c.lease_ttl,
+    )
+    still_runnable = row[2] > c.saw_upto
+    conn.execute(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, runnable = ? "
+        "WHERE run_id = ?",
+        (1 if still_runnable else 0, c.run_id),
+    )
+    return rec.CommitResult(
+        ok=True, last_seq=stored[-1].seq, fence=c.fence, eager=eager, saw_upto=c.saw_upto
+    )
+
+
+def apply_commands(
+    conn: sqlite3.Connection,
+    run_id: str,
+    commands: Sequence[ev.Event],
+    now: float,
+    eager_worker: str | None,
+    eager_limit: int,
+    lease_ttl: float,
+) -> list[rec.TaskClaim]:
+    """Create tasks and timers, cancel timers, end the run: the effects of commands."""
+    run = conn.execute(
+        "SELECT workflow_id, task_queue FROM runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    eager: list[rec.TaskClaim] = []
+    for command in commands:
+        if isinstance(command, ev.TaskScheduled):
+            claim = eager_worker is not None and len(eager) < eager_limit
+            insert_task(
+                conn,
+                run_id,
+                run[0],
+                run[1],
+                command,
+                now,
+                eager_worker if claim else None,
+                lease_ttl,
+            )
+            if claim:
+                eager.append(_task_claim_row(conn, run_id, command.cmd))
+        elif isinstance(command, ev.TimerStarted):
+            conn.execute(
+                "INSERT INTO timers (run_id, cmd, fire_at, status) VALUES (?, ?, ?, 'pending')",
+                (run_id, command.cmd, command.fire_at),
+            )
+        elif isinstance(command, ev.TimerCancelled):
+            conn.execute(
+                "UPDATE timers SET status = 'cancelled' WHERE run_id = ? AND cmd = ? "
+                "AND status = 'pending'",
+                (run_id, command.cmd),
+            )
+        elif isinstance(command, ev.WorkflowCompleted | ev.WorkflowFailed):
+            end_run(conn, run_id, command, now)
+    return eager
+
+
+def insert_task(
+    conn: sqlite3.Connection,
+    run_id: str,
+    workflow_id: str,
+    queue: str,
+    t: ev.TaskScheduled,
+    now: float,
+    owner: str | None,
+    lease_ttl: float,
+) -> None:
+    deadline = now + t.timeout
+    conn.execute(
+        "INSERT INTO tasks (run_id, cmd, workflow_id, name, queue, status, args, kwargs, image, "
+        "retries, retry_delay, timeout, max_worker_losses, attempt, fence, available_at, "
+        "started_at, deadline, lease_owner, lease_expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            t.cmd,
+            workflow_id,
+            t.name,
+            queue,
+            "running" if owner else "pending",
+            dumps(t.args),
+            dumps(t.kwargs),
+            t.image,
+            t.retries,
+            t.retry_delay,
+            t.timeout,
+            t.max_worker_losses,
+            1 if owner else 0,
+            1 if owner else 0,
+            now,
+            now if owner else None,
+            deadline if owner else None,
+            owner,
+            min(now + lease_ttl, deadline + lease_ttl) if owner else None,
+        ),
+    )
+
+
+def _task_claim_row(conn: sqlite3.Connection, run_id: str, cmd: int) -> rec.TaskClaim:
+    row = conn.execute(
+        f"SELECT {TASK_COLUMNS} FROM tasks WHERE run_id = ? AND cmd = ?", (run_id, cmd)
+    ).fetchone()
+    return task_claim(row)
+
+
+def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float) -> None:
+    if isinstance(command, ev.WorkflowCompleted):
+        status, result, error = "completed", dumps(command.result), None
+    else:
+        assert isinstance(command, ev.WorkflowFailed)
+        status, result, error = "failed", None, dumps(dataclasses.asdict(command.error))
+    conn.execute(
+        "UPDATE runs SET status = ?, result = ?, error = ?, ended_at = ?, updated_at = ?, "
+        "runnable = 0 WHERE run_id = ?",
+        (status, result, error, now, now, run_id),
+    )
+    conn.execute(
+        "UPDATE timers SET status = 'cancelled' WHERE run_id = ? AND status = 'pending'", (run_id,)
+    )
+    conn.execute(
+        "UPDATE tasks SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL "
+        "WHERE run_id = ? AND status IN ('pending', 'running')",
+        (run_id,),
+    )
+
+
+def release_activation(conn: sqlite3.Connection, run_id: str, fence: int) -> None:
+    conn.execute(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
+        "WHERE run_id = ? AND fence = ?",
+        (run_id, fence),
+    )
+
+
+# -- tasks -----------------------------------------------------------------------------
+def claim_tasks(
+    conn: sqlite3.Connection,
+    worker_id: str,
+    queues: Sequence[str],
+    names: Sequence[str],
+    limit: int,
+    lease_ttl: float,
+    now: float,
+) -> list[rec.TaskClaim]:
+    if not queues or not names or limit <= 0:
+        return []
+    keys = conn.execute(
+        "SELECT run_id, cmd FROM tasks WHERE status = 'pending' AND available_at <= ? "
+        f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}) "
+        "ORDER BY available_at LIMIT ?",
+        (now, *queues, *names, limit),
+    ).fetchall()
+    claims = []
+    for run_id, cmd in keys:
+        conn.execute(
+            "UPDATE tasks SET status = 'running', attempt = attempt + 1, fence = fence + 1, "
+            "started_at = ?, deadline = ? + timeout, lease_owner = ?, "
+            "lease_expires_at = MIN(? + ?, ? + timeout + ?) WHERE run_id = ? AND cmd = ?",
+            (now, now, worker_id, now, lease_ttl, now, lease_ttl, run_id, cmd),
+        )
+        claims.append(_task_claim_row(conn, run_id, cmd))
+    return claims
+
+
+def complete_task(
+    conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
+) -> rec.TaskOutcomeResult:
+    row = conn.execute(
+        "SELECT status, fence FROM tasks WHERE run_id = ? AND cmd = ?", (o.run_id, o.cmd)
+    ).fetchone()
+    if row is None or row[0] != "running" or row[1] != o.fence:
+        return rec.TaskOutcomeResult(accepted=False)
+    if not o.ok:
+        assert o.error is not None
+        return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now)
+    conn.execute(
+        "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
+        "WHERE run_id = ? AND cmd = ?",
+        (o.run_id, o.cmd),
+    )
+    done = ev.TaskCompleted(
+        cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
+    )
+    if fast is not None and _fast_ok(conn, o, fast):
+        return rec.TaskOutcomeResult(
+            accepted=True, final=True, activation=_apply_fast(conn, o, fast, done)
+        )
+    append(conn, o.run_id, [done], o.now)
+    return rec.TaskOutcomeResult(accepted=True, final=True)
+
+
+def _fast_ok(conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation) -> bool:
+    row = conn.execute(
+        "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at FROM runs "
+        "WHERE run_id = ?",
+        (o.run_id,),
+    ).fetchone()
+    lease_free = row[3] is None or row[4] < o.now
+    return bool(
+        row[0] == "running"
+        and row[1] == fast.run_fence
+        and row[2] == fast.last_input_seq
+        and lease_free
+    )
+
+
+def _apply_fast(
+    conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation, done: ev.TaskCompleted
+) -> rec.CommitResult:
+    seq = conn.execute("SELECT next_seq FROM runs WHERE run_id = ?", (o.run_id,)).fetchone()[0]
+    marker = ev.ActivationCompleted(saw_upto=seq, time=fast.time, worker=o.worker_id)
+    stored = append(conn, o.run_id, [done, marker, *fast.commands], o.now)
+    eager = apply_commands(
+        conn,
+        o.run_id,
+        stored[2:],
+        o.now,
+        o.worker_id if fast.eager_claim else None,
+        fast.eager_limit,
+        fast.lease_ttl,
+    )
+    conn.execute(
+        "UPDATE runs SET fence = fence + 1, runnable = 0, lease_owner = NULL, "
+        "lease_expires_at = NULL WHERE run_id = ?",
+        (o.run_id,),
+    )
+    return rec.CommitResult(
+        ok=True, last_seq=stored[-1].seq, fence=fast.run_fence + 1, eager=eager, saw_upto=seq
+    )
+
+
+def fail_attempt(
+    conn: sqlite3.Connection,
+    run_id: str,
+    cmd: int,
+    reason: str,
+    error: ev.ErrorInfo,
+    worker: str,
+    now: float,
+) -> rec.TaskOutcomeResult:
+    t = conn.execute(
+        "SELECT name, attempt, failures, worker_losses, retries, max_worker_losses, retry_delay, "
+        "started_at FROM tasks WHERE run_id = ? AND cmd = ?",
+        (run_id, cmd),
+    ).fetchone()
+    name, attempt = t[0], t[1]
+    decision = decide_failure(
+        reason=reason,
+        failures=t[2],
+        worker_losses=t[3],
+        retries=t[4],
+        max_worker_losses=t[5],
+        retry_delay=t[6],
+        now=now,
+    )
+    failed = ev.TaskAttemptFailed(
+        cmd=cmd,
+        name=name,
+        attempt=attempt,
+        error=error,
+        reason=reason,
+        worker=worker,
+        started_at=t[7],
+        retry_at=decision.retry_at,
+    )
+    if decision.retry_at is not None:
+        conn.execute(
+            "UPDATE tasks SET status = 'pending', available_at = ?, failures = ?, "
+            "worker_losses = ?, lease_owner = NULL, lease_expires_at = NULL "
+            "WHERE run_id = ? AND cmd = ?",
+            (decision.retry_at, decision.failures, decision.worker_losses, run_id, cmd),
+        )
+        append(conn, run_id, [failed], now)
+        return rec.TaskOutcomeResult(accepted=True, final=False, retry_at=decision.retry_at)
+    conn.execute(
+        "UPDATE tasks SET status = 'failed', failures = ?, worker_losses = ?, "
+        "lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ? AND cmd = ?",
+        (decision.failures, decision.worker_losses, run_id, cmd),
+    )
+    final_error = error
+    if decision.final_message is not None:
+        final_error = ev.ErrorInfo(type=_WORKER_LOST, message=decision.final_message)
+    gave_up = ev.TaskFailed(cmd=cmd, name=name, error=final_error, attempts=attempt, reason=reason)
+    append(conn, run_id, [failed, gave_up], now)
+    return rec.TaskOutcomeResult(accepted=True, final=True)
