@@ -91,6 +91,7 @@ class WorkflowInstance:
         self.last_input_seq = 0  # the last input seq delivered
         self.fence = 0  # the run's fence after this instance's last commit (set by the worker)
         self.done = False
+        self.failure: BaseException | None = None
         self._cmd = 0
         self._pending: list[ev.Event] = []
         self._tasks: dict[int, tuple[str, asyncio.Future[Any]]] = {}
@@ -146,7 +147,14 @@ class WorkflowInstance:
         while index < len(events):
             event = events[index]
             index += 1
-            self.position = max(self.position, event.seq)
+            if event.seq <= self.position:
+                # Consumed already (our own marker and commands), unless it is an
+                # input that arrived while our last activation was running.
+                fresh = event.ROLE == "input" and event.seq > self.last_input_seq
+                if fresh and all(e.seq != event.seq for e in self._buffer):
+                    self._buffer.append(event)
+                continue
+            self.position = event.seq
             if event.ROLE == "input":
                 self._buffer.append(event)
             elif isinstance(event, ev.ActivationCompleted):
@@ -168,6 +176,7 @@ class WorkflowInstance:
             raise NondeterminismError(_diff(marker, recorded, produced))
 
     def _activate_live(self) -> Activation:
+        self._buffer.sort(key=lambda e: e.seq)
         upto = max((e.seq for e in self._buffer), default=self.last_input_seq)
         times = [e.at for e in self._buffer]
         delivered = len(self._buffer)
@@ -211,6 +220,7 @@ class WorkflowInstance:
             result = await self.fn(*inputs.get("args", []), **inputs.get("kwargs", {}))
             check_json(result, f"the result of workflow {self.workflow_name!r}")
         except Exception as exc:  # the workflow's own failure is data, not a crash
+            self.failure = exc
             self._emit(ev.WorkflowFailed(error=error_info(exc)))
         else:
             self._emit(ev.WorkflowCompleted(result=result))

@@ -33,6 +33,7 @@ from keepgoing._store.records import (
     RunRecord,
     RunStatus,
     TaskClaim,
+    WorkerRecord,
 )
 from keepgoing._store.transitions import FailureDecision, decide_failure
 from keepgoing.errors import StoreError
@@ -157,6 +158,8 @@ class MemoryState:
         self.pending_timers: dict[TaskKey, TimerRow] = {}
         self.leased_runs: dict[str, RunRow] = {}
         self.runnable_runs: dict[str, RunRow] = {}
+        self.runs_by_workflow: dict[str, list[RunRow]] = {}
+        self.workers: dict[str, tuple[int, WorkerRecord]] = {}
         self._counter = itertools.count(1)
 
     def tick(self) -> int:
@@ -242,6 +245,7 @@ class MemoryState:
         reason: str,
         error: ErrorInfo | None,
         worker: str,
+        started_at: float | None,
         now: float,
     ) -> FailureDecision:
         """Record a failed attempt of a running task, then retry it or fail it for good."""
@@ -266,7 +270,7 @@ class MemoryState:
             error=error,
             reason=reason,
             worker=worker,
-            started_at=task.started_at,
+            started_at=started_at,
             retry_at=decision.retry_at,
         )
         self.append(run, attempt_failed, now)

@@ -1,0 +1,47 @@
+"""Shared helpers for task and workflow definitions: origin, signature, JSON checks."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from keepgoing._payload import check_json
+
+__all__ = ["bind_arguments", "code_version", "origin_of"]
+
+
+def origin_of(fn: Callable[..., Any]) -> str:
+    code = getattr(fn, "__code__", None)
+    where = f"{code.co_filename}:{code.co_firstlineno}" if code else repr(fn)
+    return f"{where} ({getattr(fn, '__qualname__', fn)})"
+
+
+def code_version(fn: Callable[..., Any]) -> str:
+    """The hash of the file that defines ``fn`` (its source when the file is gone)."""
+    code = getattr(fn, "__code__", None)
+    data = b""
+    if code is not None:
+        try:
+            with open(code.co_filename, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            data = code.co_code
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def bind_arguments(
+    fn: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    what: str,
+) -> tuple[list[Any], dict[str, Any]]:
+    """Check that ``args``/``kwargs`` fit ``fn`` and are JSON; name the argument at fault."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{what}: {exc}") from None
+    for name, value in bound.arguments.items():
+        check_json(value, f"argument {name!r} of {what}")
+    return list(args), dict(kwargs)

@@ -1,0 +1,504 @@
+"""The in-memory store: the reference implementation of :class:`Store`.
+
+Nothing is durable; it serves the in-process orchestrator and unit tests,
+and it defines, together with ``tests/contract``, what every other backend
+must do. The rules themselves live in :mod:`keepgoing._store._memory_state`;
+this module adds locking, copying and change notification.
+
+Each method runs its whole mutation under one ``threading.Lock`` without
+awaiting, so every call is atomic, also when a sync facade calls in from a
+helper thread. Only :meth:`MemoryStore.wait_for_change` awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import dataclasses
+import threading
+from collections.abc import Sequence
+from typing import Any
+from weakref import WeakKeyDictionary
+
+from keepgoing._history.events import ErrorInfo, Event, TaskCompleted, TimerFired, WorkflowStarted
+from keepgoing._store._memory_state import MemoryState, RunRow, TaskRow
+from keepgoing._store.protocol import Store
+from keepgoing._store.records import (
+    ActivationClaim,
+    ActivationCommit,
+    CommitResult,
+    FastActivation,
+    RunRecord,
+    StartRequest,
+    TaskClaim,
+    TaskOutcome,
+    TaskOutcomeResult,
+    WorkerRecord,
+)
+from keepgoing.errors import StoreError, WorkflowAlreadyRunningError
+
+__all__ = ["MemoryStore"]
+
+_RELEASED = ErrorInfo(type="keepgoing.Released", message="the worker shut down")
+
+
+class MemoryStore(Store):
+    """A :class:`Store` that keeps every run, task, timer and worker in process memory.
+
+    It is task-safe and thread-safe, and it loses everything when the process ends.
+    """
+
+    url = "memory://"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = MemoryState()
+        self._version = 0
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        # The change version each waiting task last saw, so a change that lands
+        # between two waits of one task wakes its next wait at once.
+        self._seen: WeakKeyDictionary[asyncio.Task[Any], int] = WeakKeyDictionary()
+
+    # -- lifecycle -------------------------------------------------------------
+    async def open(self) -> None:
+        """Nothing to connect to; idempotent."""
+
+    async def close(self) -> None:
+        """Nothing to release; idempotent. The state survives a reopen."""
+
+    # -- runs ------------------------------------------------------------------
+    async def start_run(self, request: StartRequest) -> RunRecord:
+        """Create a running, runnable run with ``WorkflowStarted`` at seq 1.
+
+        Raises:
+            WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
+            StoreError: ``run_id`` is already taken.
+        """
+        with self._lock:
+            s = self._state
+            if request.run_id in s.runs:
+                raise StoreError(f"a run with id {request.run_id!r} already exists")
+            for other in s.runs_by_workflow.get(request.workflow_id, []):
+                if other.status in ("running", "blocked"):
+                    raise WorkflowAlreadyRunningError(request.workflow_id, other.run_id)
+            run = RunRow(
+                run_id=request.run_id,
+                workflow_id=request.workflow_id,
+                workflow_name=request.workflow_name,
+                status="running",
+                input=copy.deepcopy(request.input),
+                task_queue=request.task_queue,
+                code_version=request.code_version,
+                created_at=request.now,
+                updated_at=request.now,
+                order=s.tick(),
+            )
+            s.runs[run.run_id] = run
+            s.runs_by_workflow.setdefault(run.workflow_id, []).append(run)
+            started = WorkflowStarted(
+                workflow_name=run.workflow_name,
+                workflow_id=run.workflow_id,
+                run_id=run.run_id,
+                input=request.input,
+                code_version=run.code_version,
+                task_queue=run.task_queue,
+            )
+            s.append(run, started, request.now)
+            self._notify()
+            return run.record()
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run with ``run_id``, or None."""
+        with self._lock:
+            run = self._state.runs.get(run_id)
+            return run.record() if run is not None else None
+
+    async def find_run(self, workflow_id: str) -> RunRecord | None:
+        """The newest run of ``workflow_id``, or None."""
+        with self._lock:
+            runs = self._state.runs_by_workflow.get(workflow_id, [])
+            newest = max(runs, key=_newness, default=None)
+            return newest.record() if newest is not None else None
+
+    async def list_runs(
+        self,
+        *,
+        workflow_name: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[RunRecord]:
+        """Runs, newest first, filtered by workflow name and status."""
+        with self._lock:
+            runs = [
+                run
+                for run in self._state.runs.values()
+                if (workflow_name is None or run.workflow_name == workflow_name)
+                and (status is None or run.status == status)
+            ]
+            runs.sort(key=_newness, reverse=True)
+            start = max(0, offset)
+            return [run.record() for run in runs[start : start + max(0, limit)]]
+
+    async def read_history(self, run_id: str, after_seq: int = 0) -> list[Event]:
+        """Events of ``run_id`` with ``seq > after_seq``, in seq order."""
+        with self._lock:
+            run = self._state.runs.get(run_id)
+            if run is None:
+                return []
+            # seq n sits at index n - 1.
+            return copy.deepcopy(run.history[max(0, after_seq) :])
+
+    # -- activations -------------------------------------------------------------
+    async def claim_activations(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        workflow_names: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        now: float,
+    ) -> list[ActivationClaim]:
+        """Lease up to ``limit`` runnable runs, oldest runnable first."""
+        queue_set, name_set = set(queues), set(workflow_names)
+        with self._lock:
+            s = self._state
+            eligible = [
+                run
+                for run in s.runnable_runs.values()
+                if run.status == "running"
+                and run.task_queue in queue_set
+                and run.workflow_name in name_set
+                and not run.lease_held(now)
+            ]
+            eligible.sort(key=lambda run: run.runnable_since)
+            claims: list[ActivationClaim] = []
+            for run in eligible[: max(0, limit)]:
+                run.fence += 1
+                s.set_run_lease(run, worker_id, now + lease_ttl)
+                claims.append(ActivationClaim(run.record(), run.fence, now + lease_ttl))
+            return claims
+
+    async def commit_activation(self, commit: ActivationCommit) -> CommitResult:
+        """Apply an activation atomically; ``ok=False`` and nothing written on a stale fence.
+
+        Raises:
+            StoreError: a command is not a command event, or reuses a task or timer cmd.
+        """
+        with self._lock:
+            s = self._state
+            run = s.runs.get(commit.run_id)
+            if run is None or run.fence != commit.fence or run.status != "running":
+                return CommitResult(ok=False)
+            s.check_commands(run, commit.commands)
+            result = s.apply_activation(
+                run,
+                saw_upto=commit.saw_upto,
+                time=commit.time,
+                worker_id=commit.worker_id,
+                commands=commit.commands,
+                now=commit.now,
+                eager_claim=commit.eager_claim,
+                eager_limit=commit.eager_limit,
+                lease_ttl=commit.lease_ttl,
+                blocked_reason=commit.blocked_reason,
+            )
+            self._notify()
+            return result
+
+    async def release_activation(self, run_id: str, fence: int) -> None:
+        """Drop the activation lease taken at ``fence``; the run stays runnable."""
+        with self._lock:
+            run = self._state.runs.get(run_id)
+            if run is None or run.fence != fence or run.lease_owner is None:
+                return
+            self._state.set_run_lease(run, None, None)
+            self._notify()
+
+    # -- tasks ---------------------------------------------------------------------
+    async def claim_tasks(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        task_names: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        now: float,
+    ) -> list[TaskClaim]:
+        """Lease up to ``limit`` due pending tasks, earliest ``available_at`` first."""
+        queue_set, name_set = set(queues), set(task_names)
+        with self._lock:
+            s = self._state
+            due = [
+                task
+                for task in s.active_tasks.values()
+                if task.status == "pending"
+                and task.available_at <= now
+                and task.name in name_set
+                and s.runs[task.run_id].task_queue in queue_set
+            ]
+            due.sort(key=lambda task: (task.available_at, task.order))
+            return [s.claim_task(task, worker_id, lease_ttl, now) for task in due[: max(0, limit)]]
+
+    async def complete_task(
+        self, outcome: TaskOutcome, fast: FastActivation | None = None
+    ) -> TaskOutcomeResult:
+        """Record how an attempt ended, fenced by ``outcome.fence``.
+
+        Raises:
+            StoreError: ``fast`` carries an invalid command (nothing is written).
+        """
+        with self._lock:
+            s = self._state
+            task = s.tasks.get((outcome.run_id, outcome.cmd))
+            if task is None or task.status != "running" or task.fence != outcome.fence:
+                return TaskOutcomeResult(accepted=False)
+            if outcome.ok:
+                result = self._complete_ok(task, outcome, fast)
+            else:
+                decision = s.fail_attempt(
+                    task,
+                    reason=outcome.reason,
+                    error=outcome.error,
+                    worker=outcome.worker_id,
+                    started_at=outcome.started_at,
+                    now=outcome.now,
+                )
+                result = TaskOutcomeResult(
+                    accepted=True, final=decision.retry_at is None, retry_at=decision.retry_at
+                )
+            self._notify()
+            return result
+
+    def _complete_ok(
+        self, task: TaskRow, outcome: TaskOutcome, fast: FastActivation | None
+    ) -> TaskOutcomeResult:
+        s = self._state
+        run = s.runs[task.run_id]
+        apply_fast = fast is not None and _fast_applies(run, fast, outcome.now)
+        if fast is not None and apply_fast:
+            s.check_commands(run, fast.commands)
+        s.set_task_status(task, "completed")
+        completed = TaskCompleted(
+            cmd=task.cmd,
+            result=outcome.result,
+            attempt=task.attempt,
+            worker=outcome.worker_id,
+            started_at=outcome.started_at,
+        )
+        seq = s.append(run, completed, outcome.now).seq
+        if fast is None or not apply_fast:
+            return TaskOutcomeResult(accepted=True, final=True)
+        # The fast activation is a claim and a commit in one: it takes a new fence,
+        # so any activation claimed at the old fence can no longer commit.
+        run.fence += 1
+        activation = s.apply_activation(
+            run,
+            saw_upto=seq,
+            time=fast.time,
+            worker_id=outcome.worker_id,
+            commands=fast.commands,
+            now=outcome.now,
+            eager_claim=fast.eager_claim,
+            eager_limit=fast.eager_limit,
+            lease_ttl=fast.lease_ttl,
+        )
+        return TaskOutcomeResult(accepted=True, final=True, activation=activation)
+
+    async def release_tasks(self, worker_id: str, now: float) -> int:
+        """Give back every attempt and activation lease ``worker_id`` holds."""
+        with self._lock:
+            s = self._state
+            held = _leased_tasks(s, worker_id)
+            for task in held:
+                s.fail_attempt(
+                    task,
+                    reason="released",
+                    error=_RELEASED,
+                    worker=worker_id,
+                    started_at=task.started_at,
+                    now=now,
+                )
+            for run in list(s.leased_runs.values()):
+                if run.lease_owner == worker_id:
+                    s.set_run_lease(run, None, None)
+            self._notify()
+            return len(held)
+
+    # -- leases and services -----------------------------------------------------------
+    async def heartbeat(
+        self, worker_id: str, *, lease_ttl: float, now: float
+    ) -> set[tuple[str, int]]:
+        """Extend every lease ``worker_id`` holds; return the task attempts it still holds."""
+        with self._lock:
+            s = self._state
+            held = _leased_tasks(s, worker_id)
+            for task in held:
+                task.lease_expires_at = task.lease_cap(now, lease_ttl)
+            for run in s.leased_runs.values():
+                if run.lease_owner == worker_id:
+                    run.lease_expires_at = now + lease_ttl
+            if worker_id in s.workers:
+                order, worker = s.workers[worker_id]
+                s.workers[worker_id] = (order, dataclasses.replace(worker, heartbeat_at=now))
+            return {task.key for task in held}
+
+    async def fire_due_timers(self, *, now: float, limit: int) -> int:
+        """Fire up to ``limit`` due timers of running runs, earliest first."""
+        with self._lock:
+            s = self._state
+            due = [
+                timer
+                for timer in s.pending_timers.values()
+                if timer.fire_at <= now and s.runs[timer.run_id].status == "running"
+            ]
+            due.sort(key=lambda timer: (timer.fire_at, timer.order))
+            for timer in due[: max(0, limit)]:
+                del s.pending_timers[(timer.run_id, timer.cmd)]
+                timer.status = "fired"
+                s.append(s.runs[timer.run_id], TimerFired(cmd=timer.cmd), now)
+            fired = min(len(due), max(0, limit))
+            if fired:
+                self._notify()
+            return fired
+
+    async def reap_expired_leases(self, *, now: float, limit: int) -> int:
+        """Recover up to ``limit`` attempts whose lease expired before ``now``."""
+        with self._lock:
+            s = self._state
+            expired = [
+                task
+                for task in s.active_tasks.values()
+                if task.status == "running" and (task.lease_expires_at or 0.0) < now
+            ]
+            expired.sort(key=lambda task: (task.lease_expires_at or 0.0, task.order))
+            expired = expired[: max(0, limit)]
+            for task in expired:
+                _reap_task(s, task, now)
+            runs = [r for r in s.leased_runs.values() if (r.lease_expires_at or 0.0) < now]
+            for run in runs:
+                s.set_run_lease(run, None, None)
+            if expired or runs:
+                self._notify()
+            return len(expired)
+
+    async def next_wakeup(self) -> float | None:
+        """The earliest instant at which a timer, a task or a lease becomes due."""
+        with self._lock:
+            s = self._state
+            times = [
+                timer.fire_at
+                for timer in s.pending_timers.values()
+                if s.runs[timer.run_id].status == "running"
+            ]
+            for task in s.active_tasks.values():
+                due = task.available_at if task.status == "pending" else task.lease_expires_at
+                if due is not None:
+                    times.append(due)
+            times.extend(
+                run.lease_expires_at
+                for run in s.leased_runs.values()
+                if run.lease_expires_at is not None
+            )
+            return min(times, default=None)
+
+    # -- notification ------------------------------------------------------------------
+    async def wait_for_change(self, timeout: float) -> None:
+        """Return after a change made since this task's previous wait, or after ``timeout``.
+
+        A task's first wait only sees changes made while it waits.
+        """
+        task = asyncio.current_task()
+        event = asyncio.Event()
+        waiter = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if task is not None and self._seen.get(task, self._version) != self._version:
+                self._seen[task] = self._version
+                return
+            self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
+                await event.wait()
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                self._waiters.remove(waiter)
+                if task is not None:
+                    self._seen[task] = self._version
+
+    def _notify(self) -> None:
+        # Called with the lock held. Waiters may sit on loops in other threads.
+        self._version += 1
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, event in self._waiters:
+            if loop is current:
+                event.set()
+            else:
+                with contextlib.suppress(RuntimeError):  # that loop has closed
+                    loop.call_soon_threadsafe(event.set)
+
+    # -- workers -------------------------------------------------------------------------
+    async def register_worker(self, worker: WorkerRecord) -> None:
+        """Insert or replace the worker's registry row."""
+        with self._lock:
+            workers = self._state.workers
+            order = workers[worker.worker_id][0] if worker.worker_id in workers else 0
+            workers[worker.worker_id] = (order or self._state.tick(), copy.deepcopy(worker))
+
+    async def deregister_worker(self, worker_id: str) -> None:
+        """Remove the worker's registry row, if any."""
+        with self._lock:
+            self._state.workers.pop(worker_id, None)
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        """Every registered worker, oldest ``started_at`` first."""
+        with self._lock:
+            rows = sorted(self._state.workers.values(), key=lambda r: (r[1].started_at, r[0]))
+            return [copy.deepcopy(worker) for _, worker in rows]
+
+
+def _newness(run: RunRow) -> tuple[float, int]:
+    return (run.created_at, run.order)
+
+
+def _fast_applies(run: RunRow, fast: FastActivation, now: float) -> bool:
+    return (
+        run.status == "running"
+        and run.fence == fast.run_fence
+        and run.last_input_seq == fast.last_input_seq
+        and not run.lease_held(now)
+    )
+
+
+def _leased_tasks(s: MemoryState, worker_id: str) -> list[TaskRow]:
+    held = [
+        task
+        for task in s.active_tasks.values()
+        if task.status == "running" and task.lease_owner == worker_id
+    ]
+    return sorted(held, key=lambda task: task.order)
+
+
+def _reap_task(s: MemoryState, task: TaskRow, now: float) -> None:
+    owner = task.lease_owner or ""
+    if task.deadline is not None and now > task.deadline:
+        reason = "timeout"
+        error = ErrorInfo(
+            type="TimeoutError",
+            message=f"attempt {task.attempt} exceeded its timeout of {task.timeout:g}s",
+        )
+    else:
+        reason = "worker_lost"
+        error = ErrorInfo(
+            type="keepgoing.WorkerLost", message=f"worker {owner} stopped renewing its lease"
+        )
+    s.fail_attempt(
+        task, reason=reason, error=error, worker=owner, started_at=task.started_at, now=now
+    )

@@ -1,0 +1,67 @@
+"""Worker settings, with the defaults that give recovery in about a second and a half."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from keepgoing._api.durations import parse_duration
+from keepgoing.errors import ConfigurationError
+
+__all__ = ["WorkerSettings"]
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """How a worker claims, leases and waits.
+
+    Attributes:
+        queues: task queues served.
+        concurrency: task attempts run at once.
+        lease_ttl: seconds a lease lasts without a heartbeat; a killed worker's
+            attempts are retried about this long after it dies.
+        heartbeat_interval: seconds between heartbeats (all leases in one write).
+        poll_interval: longest idle wait; wake-ups usually come sooner.
+        services_interval: how often timers and expired leases are checked.
+        activation_batch: runs activated per claim.
+        cache_size: workflow instances kept in memory (least recently used evicted).
+        shutdown_grace: seconds running attempts get to finish on SIGTERM.
+        reap_batch: expired leases or due timers handled per pass.
+    """
+
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = 16
+    lease_ttl: float = 1.5
+    heartbeat_interval: float = 0.25
+    poll_interval: float = 1.0
+    services_interval: float = 0.25
+    activation_batch: int = 64
+    cache_size: int = 1000
+    shutdown_grace: float = 10.0
+    reap_batch: int = 100
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, not {self.concurrency}")
+        if not self.queues or any(not q or not isinstance(q, str) for q in self.queues):
+            raise ConfigurationError(f"queues must be non-empty names, not {self.queues!r}")
+        if self.heartbeat_interval * 2 > self.lease_ttl:
+            raise ConfigurationError(
+                f"heartbeat_interval ({self.heartbeat_interval}s) must be at most half of "
+                f"lease_ttl ({self.lease_ttl}s), or live workers would lose their leases"
+            )
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> WorkerSettings:
+        """Defaults, then ``KEEPGOING_LEASE_TTL`` / ``KEEPGOING_HEARTBEAT``, then overrides."""
+        values: dict[str, object] = {}
+        if "KEEPGOING_LEASE_TTL" in os.environ:
+            values["lease_ttl"] = parse_duration(
+                os.environ["KEEPGOING_LEASE_TTL"], what="KEEPGOING_LEASE_TTL"
+            )
+        if "KEEPGOING_HEARTBEAT" in os.environ:
+            values["heartbeat_interval"] = parse_duration(
+                os.environ["KEEPGOING_HEARTBEAT"], what="KEEPGOING_HEARTBEAT"
+            )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]

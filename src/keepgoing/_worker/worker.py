@@ -1,0 +1,291 @@
+"""The worker: claims activations and task attempts with leases, runs them, commits.
+
+One asyncio loop per worker process. Each pass of the main loop runs the
+orchestrator services when due (timers, expired leases), claims runnable
+runs and activates them together (their commits share one group commit),
+then claims task attempts up to ``concurrency``. When there is nothing to
+do it waits for the store's wake-up, the next due timer, or the poll
+interval, whichever comes first. A heartbeat task renews every lease the
+worker holds in one write and cancels attempts whose lease was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from keepgoing._api.registry import Registry
+from keepgoing._api.registry import registry as default_registry
+from keepgoing._clock import Clock, system_clock
+from keepgoing._store.protocol import Store
+from keepgoing._store.records import ActivationClaim, TaskClaim, TaskOutcome, WorkerRecord
+from keepgoing._worker.activation import Activator
+from keepgoing._worker.attempts import run_attempt
+from keepgoing._worker.cache import InstanceCache
+from keepgoing._worker.settings import WorkerSettings
+
+__all__ = ["Worker", "WorkerStats"]
+
+log = logging.getLogger("keepgoing.worker")
+
+
+@dataclass
+class WorkerStats:
+    activations: int = 0
+    replays: int = 0
+    attempts: int = 0
+    fast_path: int = 0
+    lost_leases: int = 0
+    blocked: int = 0
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Serves the workflows and tasks of ``registry`` from ``store``.
+
+    Args:
+        store: where runs live; opened by :meth:`run` if needed.
+        settings: queues, concurrency, leases and intervals.
+        registry: the tasks and workflows this worker can run.
+        clock: injected time; tests use a fake clock.
+        run_services: also fire timers and reap expired leases.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        settings: WorkerSettings | None = None,
+        registry: Registry | None = None,
+        clock: Clock = system_clock,
+        worker_id: str | None = None,
+        run_services: bool = True,
+    ) -> None:
+        self.store = store
+        self.settings = settings or WorkerSettings()
+        self.registry = registry or default_registry
+        self.clock = clock
+        self.worker_id = worker_id or new_worker_id()
+        self.run_services = run_services
+        self.stats = WorkerStats()
+        self.cache = InstanceCache(self.settings.cache_size)
+        self._attempts: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._lost: set[tuple[str, int]] = set()
+        self._stopping = asyncio.Event()
+        self._services_due = 0.0
+        self._executor = ThreadPoolExecutor(
+            max_workers=self.settings.concurrency + 4, thread_name_prefix="keepgoing-task"
+        )
+        self.activator = Activator(self)
+        self.keep_failures = False  # in-process runs re-raise the workflow's own exception
+        self.failures: dict[str, BaseException] = {}
+
+    # -- public ---------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Stop claiming; :meth:`run` then finishes or releases what it holds and returns."""
+        self._stopping.set()
+
+    @property
+    def running_attempts(self) -> int:
+        return len(self._attempts)
+
+    async def run(self) -> None:
+        """Serve until :meth:`request_stop`."""
+        await self.store.open()
+        await self.store.register_worker(self._record())
+        heartbeat = asyncio.create_task(self._heartbeat_loop())
+        try:
+            while not self._stopping.is_set():
+                if not await self.tick():
+                    await self.idle()
+        finally:
+            await self._shutdown(heartbeat)
+
+    async def tick(self) -> bool:
+        """One pass: services, activations, task claims. True if anything happened."""
+        now = self.clock.now()
+        progressed = False
+        if self.run_services and now >= self._services_due:
+            progressed = await self._services(now)
+        claims = await self.store.claim_activations(
+            worker_id=self.worker_id,
+            queues=self.settings.queues,
+            workflow_names=list(self.registry.workflows),
+            limit=self.settings.activation_batch,
+            lease_ttl=self.settings.lease_ttl,
+            now=self.clock.now(),
+        )
+        if claims:
+            await asyncio.gather(*(self._activate(c) for c in claims))
+            progressed = True
+        free = self.free_slots()
+        if free > 0 and self.registry.tasks:
+            task_claims = await self.store.claim_tasks(
+                worker_id=self.worker_id,
+                queues=self.settings.queues,
+                task_names=list(self.registry.tasks),
+                limit=free,
+                lease_ttl=self.settings.lease_ttl,
+                now=self.clock.now(),
+            )
+            for claim in task_claims:
+                self.spawn(claim)
+            progressed = progressed or bool(task_claims)
+        return progressed
+
+    async def idle(self) -> None:
+        """Wait for a wake-up, the next due instant, or the poll interval."""
+        wake = await self.store.next_wakeup()
+        now = self.clock.now()
+        timeout = self.settings.poll_interval
+        if wake is not None:
+            timeout = min(timeout, max(0.0, wake - now))
+            self._services_due = min(self._services_due, wake)
+        if self.run_services:
+            timeout = min(timeout, max(0.0, self._services_due - now))
+        if timeout > 0:
+            await self._wait(timeout)
+
+    async def _wait(self, timeout: float) -> None:
+        stop = asyncio.ensure_future(self._stopping.wait())
+        change = asyncio.ensure_future(self.store.wait_for_change(timeout))
+        try:
+            await asyncio.wait({stop, change}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for fut in (stop, change):
+                fut.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(stop, change, return_exceptions=True)
+
+    def free_slots(self) -> int:
+        return self.settings.concurrency - len(self._attempts)
+
+    # -- services -----------------------------------------------------------------
+    async def _services(self, now: float) -> bool:
+        fired = await self.store.fire_due_timers(now=now, limit=self.settings.reap_batch)
+        reaped = await self.store.reap_expired_leases(now=now, limit=self.settings.reap_batch)
+        if reaped:
+            log.warning("recovered %d task attempt(s) whose worker stopped renewing", reaped)
+        busy = fired >= self.settings.reap_batch or reaped >= self.settings.reap_batch
+        self._services_due = now if busy else now + self.settings.services_interval
+        return bool(fired or reaped)
+
+    # -- activations ---------------------------------------------------------------
+    async def _activate(self, claim: ActivationClaim) -> None:
+        try:
+            await self.activator.activate(claim)
+        except Exception:
+            log.exception("activation of run %s failed; it will be retried", claim.run.run_id)
+            with contextlib.suppress(Exception):
+                await self.store.release_activation(claim.run.run_id, claim.fence)
+
+    # -- task attempts ---------------------------------------------------------------
+    def spawn(self, claim: TaskClaim) -> None:
+        key = (claim.run_id, claim.cmd)
+        self.stats.attempts += 1
+        attempt = asyncio.create_task(self._attempt(claim), name=f"attempt {claim.name}")
+        self._attempts[key] = attempt
+        attempt.add_done_callback(lambda _: self._attempts.pop(key, None))
+
+    async def _attempt(self, claim: TaskClaim) -> None:
+        key = (claim.run_id, claim.cmd)
+        definition = self.registry.tasks[claim.name]
+        result = await run_attempt(
+            definition,
+            claim,
+            worker_id=self.worker_id,
+            remaining=claim.deadline - self.clock.now(),
+            executor=self._executor,
+        )
+        if key in self._lost:
+            self._lost.discard(key)
+            return
+        outcome = TaskOutcome(
+            run_id=claim.run_id,
+            cmd=claim.cmd,
+            fence=claim.fence,
+            worker_id=self.worker_id,
+            attempt=claim.attempt,
+            started_at=claim.started_at,
+            now=self.clock.now(),
+            ok=result.ok,
+            result=result.result,
+            error=result.error,
+            reason=result.reason,
+        )
+        try:
+            await self.activator.complete(outcome)
+        except Exception:
+            log.exception("could not record the outcome of task %s; its lease will expire", key)
+
+    # -- leases ---------------------------------------------------------------------
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_interval)
+            before = set(self._attempts)
+            try:
+                held = await self.store.heartbeat(
+                    self.worker_id, lease_ttl=self.settings.lease_ttl, now=self.clock.now()
+                )
+            except Exception as exc:
+                log.warning("heartbeat failed (%s); retrying", exc)
+                continue
+            for key in before - held:
+                attempt = self._attempts.get(key)
+                if attempt is not None:
+                    log.warning("lost the lease of task attempt %s; abandoning it", key)
+                    self.stats.lost_leases += 1
+                    self._lost.add(key)
+                    attempt.cancel()
+
+    async def _shutdown(self, heartbeat: asyncio.Task[None]) -> None:
+        if self._attempts:
+            log.info("stopping: waiting for %d running attempt(s)", len(self._attempts))
+            await asyncio.wait(list(self._attempts.values()), timeout=self.settings.shutdown_grace)
+        for key, attempt in list(self._attempts.items()):
+            self._lost.add(key)
+            attempt.cancel()
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+        released = await self.store.release_tasks(self.worker_id, self.clock.now())
+        if released:
+            log.info("released %d attempt(s) for other workers", released)
+        await self.store.deregister_worker(self.worker_id)
+        self.cache.clear()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def stop_local(self) -> None:
+        """End an in-process worker: cancel what still runs and free its threads."""
+        attempts = list(self._attempts.values())
+        for attempt in attempts:
+            attempt.cancel()
+        if attempts:
+            await asyncio.gather(*attempts, return_exceptions=True)
+        self.cache.clear()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _record(self) -> WorkerRecord:
+        now = self.clock.now()
+        return WorkerRecord(
+            worker_id=self.worker_id,
+            queues=list(self.settings.queues),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=now,
+            heartbeat_at=now,
+            info={
+                "concurrency": self.settings.concurrency,
+                "workflows": sorted(self.registry.workflows),
+                "tasks": sorted(self.registry.tasks),
+            },
+        )

@@ -1,0 +1,1 @@
+"""The ``keepgoing`` command line."""

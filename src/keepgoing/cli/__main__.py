@@ -1,0 +1,16 @@
+"""Entry point of the ``keepgoing`` command."""
+
+from __future__ import annotations
+
+from keepgoing.cli import worker as _worker  # noqa: F401  (registers the command)
+from keepgoing.cli._app import app
+
+__all__ = ["main"]
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

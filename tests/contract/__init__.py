@@ -1,0 +1,1 @@
+"""The store contract suite: every backend must pass it."""
