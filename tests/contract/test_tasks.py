@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from keepgoing._history.events import (
-    Event,
     ActivationCompleted,
+    Event,
     TaskAttemptFailed,
     TaskCompleted,
     TaskFailed,
@@ -26,6 +26,7 @@ from ._builders import (
     failure,
     kinds,
     of_type,
+    schedule,
     start,
     start_with,
     success,
@@ -506,3 +507,29 @@ async def test_timer_commands_do_not_create_tasks(store: Store) -> None:
     await start_with(store, [TimerStarted(cmd=1, fire_at=NOW)])
 
     assert await claim_tasks(store, now=NOW + 10) == []
+
+
+async def test_a_task_of_a_blocked_run_still_records_its_result(store: Store) -> None:
+    run, _ = await start_with(store, [task(1), TimerStarted(cmd=2, fire_at=NOW + 1)])
+    claim = await claim_one(store, now=NOW)
+    await store.fire_due_timers(now=NOW + 1, limit=10)
+    activation = await claim_run(store, run.run_id, now=NOW + 2)
+    await schedule(store, activation, [], now=NOW + 2, blocked_reason="diff")
+
+    result = await store.complete_task(success(claim, "kept", now=NOW + 3))
+
+    assert result.accepted and result.final
+    history = await store.read_history(run.run_id)
+    assert history[-1] == TaskCompleted(
+        seq=history[-1].seq,
+        at=NOW + 3,
+        cmd=1,
+        result="kept",
+        attempt=1,
+        worker="w1",
+        started_at=NOW,
+    )
+    record = await store.get_run(run.run_id)
+    assert record is not None and record.status == "blocked"
+    assert record.last_input_seq == history[-1].seq
+    assert await claim_runs(store, now=NOW + 4) == []

@@ -93,6 +93,7 @@ class RunRow:
         )
 
     def lease_held(self, now: float) -> bool:
+        """Whether someone holds an activation lease that has not expired at ``now``."""
         return self.lease_owner is not None and (self.lease_expires_at or 0.0) > now
 
 
@@ -134,6 +135,8 @@ class TaskRow:
 
 @dataclass
 class TimerRow:
+    """One timer (``TimerStarted``)."""
+
     run_id: str
     cmd: int
     fire_at: float

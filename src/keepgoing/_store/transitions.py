@@ -60,7 +60,9 @@ def decide_failure(
                 f"{max_worker_losses}); it may be killing its worker, for example by "
                 "running out of memory",
             )
-        return FailureDecision(failures, losses, now + backoff(1, retry_delay))
+        # A released attempt (graceful shutdown) is due again at once.
+        delay = 0.0 if reason == "released" else backoff(1, retry_delay)
+        return FailureDecision(failures, losses, now + delay)
     failed = failures + 1
     if failed > retries:
         return FailureDecision(failed, worker_losses, None)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from keepgoing.cli import worker as _worker  # noqa: F401  (registers the command)
+from keepgoing.cli import demo as _demo  # noqa: F401  (registers the command)
+from keepgoing.cli import worker as _worker  # noqa: F401
 from keepgoing.cli._app import app
 
 __all__ = ["main"]

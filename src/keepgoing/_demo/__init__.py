@@ -1,0 +1,1 @@
+"""The quickstart that ``keepgoing demo`` runs."""
