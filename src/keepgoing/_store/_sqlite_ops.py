@@ -160,10 +160,22 @@ def read_history(conn: sqlite3.Connection, run_id: str, after_seq: int) -> list[
 
 # -- appending -------------------------------------------------------------------
 def append(
-    conn: sqlite3.Connection, run_id: str, events: Sequence[ev.Event], now: float
+    conn: sqlite3.Connection,
+    run_id: str,
+    events: Sequence[ev.Event],
+    now: float,
+    *,
+    next_seq: int | None = None,
+    then: str = "",
 ) -> list[ev.Event]:
-    """Append ``events`` with the next seqs and ``at=now``; update the run's counters."""
-    seq = conn.execute("SELECT next_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+    """Append ``events`` with the next seqs and ``at=now``, and update the run row once.
+
+    ``next_seq`` saves a read when the caller has it; ``then`` adds SET clauses
+    to the run's update (the rightmost assignment of a column wins).
+    """
+    seq = next_seq
+    if seq is None:
+        seq = conn.execute("SELECT next_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
     stored: list[ev.Event] = []
     last_input = 0
     for event in events:
@@ -180,12 +192,13 @@ def append(
         conn.execute(
             "UPDATE runs SET next_seq = ?, last_input_seq = ?, updated_at = ?, "
             "runnable_since = CASE WHEN runnable = 1 THEN runnable_since ELSE ? END, "
-            "runnable = 1 WHERE run_id = ?",
+            f"runnable = 1{then} WHERE run_id = ?",
             (seq, last_input, now, now, run_id),
         )
     else:
         conn.execute(
-            "UPDATE runs SET next_seq = ?, updated_at = ? WHERE run_id = ?", (seq, now, run_id)
+            f"UPDATE runs SET next_seq = ?, updated_at = ?{then} WHERE run_id = ?",
+            (seq, now, run_id),
         )
     return stored
 
@@ -228,12 +241,15 @@ def claim_activations(
 
 def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.CommitResult:
     row = conn.execute(
-        "SELECT fence, status, last_input_seq FROM runs WHERE run_id = ?", (c.run_id,)
+        "SELECT fence, status, last_input_seq, next_seq, workflow_id, task_queue FROM runs "
+        "WHERE run_id = ?",
+        (c.run_id,),
     ).fetchone()
     if row is None or row[0] != c.fence or row[1] != "running":
         return rec.CommitResult(ok=False)
     if c.blocked_reason is not None:
-        stored = append(conn, c.run_id, [ev.WorkflowBlocked(reason=c.blocked_reason)], c.now)
+        blocked = ev.WorkflowBlocked(reason=c.blocked_reason)
+        stored = append(conn, c.run_id, [blocked], c.now, next_seq=row[3])
         conn.execute(
             "UPDATE runs SET status = 'blocked', blocked_reason = ?, lease_owner = NULL, "
             "lease_expires_at = NULL, runnable = 0 WHERE run_id = ?",
@@ -242,22 +258,24 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
         return rec.CommitResult(
             ok=True, last_seq=stored[-1].seq, fence=c.fence, saw_upto=c.saw_upto
         )
+    still_runnable = 1 if row[2] > c.saw_upto else 0
     marker = ev.ActivationCompleted(saw_upto=c.saw_upto, time=c.time, worker=c.worker_id)
-    stored = append(conn, c.run_id, [marker, *c.commands], c.now)
-    eager = apply_commands(
+    stored = append(
         conn,
         c.run_id,
+        [marker, *c.commands],
+        c.now,
+        next_seq=row[3],
+        then=f", lease_owner = NULL, lease_expires_at = NULL, runnable = {still_runnable}",
+    )
+    eager = apply_commands(
+        conn,
+        (c.run_id, row[4], row[5]),
         stored[1:],
         c.now,
         c.worker_id if c.eager_claim else None,
         c.eager_limit,
         c.lease_ttl,
-    )
-    still_runnable = row[2] > c.saw_upto
-    conn.execute(
-        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, runnable = ? "
-        "WHERE run_id = ?",
-        (1 if still_runnable else 0, c.run_id),
     )
     return rec.CommitResult(
         ok=True, last_seq=stored[-1].seq, fence=c.fence, eager=eager, saw_upto=c.saw_upto
@@ -266,33 +284,25 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
 
 def apply_commands(
     conn: sqlite3.Connection,
-    run_id: str,
+    run: tuple[str, str, str],
     commands: Sequence[ev.Event],
     now: float,
     eager_worker: str | None,
     eager_limit: int,
     lease_ttl: float,
 ) -> list[rec.TaskClaim]:
-    """Create tasks and timers, cancel timers, end the run: the effects of commands."""
-    run = conn.execute(
-        "SELECT workflow_id, task_queue FROM runs WHERE run_id = ?", (run_id,)
-    ).fetchone()
+    """Create tasks and timers, cancel timers, end the run: the effects of commands.
+
+    ``run`` is (run_id, workflow_id, task_queue).
+    """
+    run_id = run[0]
     eager: list[rec.TaskClaim] = []
     for command in commands:
         if isinstance(command, ev.TaskScheduled):
-            claim = eager_worker is not None and len(eager) < eager_limit
-            insert_task(
-                conn,
-                run_id,
-                run[0],
-                run[1],
-                command,
-                now,
-                eager_worker if claim else None,
-                lease_ttl,
-            )
-            if claim:
-                eager.append(_task_claim_row(conn, run_id, command.cmd))
+            owner = eager_worker if eager_worker is not None and len(eager) < eager_limit else None
+            claim = insert_task(conn, run, command, now, owner, lease_ttl)
+            if claim is not None:
+                eager.append(claim)
         elif isinstance(command, ev.TimerStarted):
             conn.execute(
                 "INSERT INTO timers (run_id, cmd, fire_at, status) VALUES (?, ?, ?, 'pending')",
@@ -311,15 +321,16 @@ def apply_commands(
 
 def insert_task(
     conn: sqlite3.Connection,
-    run_id: str,
-    workflow_id: str,
-    queue: str,
+    run: tuple[str, str, str],
     t: ev.TaskScheduled,
     now: float,
     owner: str | None,
     lease_ttl: float,
-) -> None:
+) -> rec.TaskClaim | None:
+    """Insert a scheduled task; claimed at once by ``owner`` when given (eager dispatch)."""
+    run_id, workflow_id, queue = run
     deadline = now + t.timeout
+    lease = min(now + lease_ttl, deadline + lease_ttl)
     conn.execute(
         "INSERT INTO tasks (run_id, cmd, workflow_id, name, queue, status, args, kwargs, image, "
         "retries, retry_delay, timeout, max_worker_losses, attempt, fence, available_at, "
@@ -345,8 +356,28 @@ def insert_task(
             now if owner else None,
             deadline if owner else None,
             owner,
-            min(now + lease_ttl, deadline + lease_ttl) if owner else None,
+            lease if owner else None,
         ),
+    )
+    if owner is None:
+        return None
+    return rec.TaskClaim(
+        run_id=run_id,
+        workflow_id=workflow_id,
+        cmd=t.cmd,
+        name=t.name,
+        args=t.args,
+        kwargs=t.kwargs,
+        attempt=1,
+        fence=1,
+        started_at=now,
+        deadline=deadline,
+        lease_expires_at=lease,
+        timeout=t.timeout,
+        retries=t.retries,
+        retry_delay=t.retry_delay,
+        max_worker_losses=t.max_worker_losses,
+        image=t.image,
     )
 
 
@@ -419,64 +450,65 @@ def claim_tasks(
 def complete_task(
     conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
 ) -> rec.TaskOutcomeResult:
-    row = conn.execute(
-        "SELECT status, fence FROM tasks WHERE run_id = ? AND cmd = ?", (o.run_id, o.cmd)
-    ).fetchone()
-    if row is None or row[0] != "running" or row[1] != o.fence:
-        return rec.TaskOutcomeResult(accepted=False)
     if not o.ok:
+        row = conn.execute(
+            "SELECT status, fence FROM tasks WHERE run_id = ? AND cmd = ?", (o.run_id, o.cmd)
+        ).fetchone()
+        if row is None or row[0] != "running" or row[1] != o.fence:
+            return rec.TaskOutcomeResult(accepted=False)
         assert o.error is not None
         return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now)
-    conn.execute(
+    # The fence check and the completion are one statement.
+    done_row = conn.execute(
         "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
-        "WHERE run_id = ? AND cmd = ?",
-        (o.run_id, o.cmd),
-    )
+        "WHERE run_id = ? AND cmd = ? AND status = 'running' AND fence = ? RETURNING cmd",
+        (o.run_id, o.cmd, o.fence),
+    ).fetchone()
+    if done_row is None:
+        return rec.TaskOutcomeResult(accepted=False)
     done = ev.TaskCompleted(
         cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
     )
-    if fast is not None and _fast_ok(conn, o, fast):
-        return rec.TaskOutcomeResult(
-            accepted=True, final=True, activation=_apply_fast(conn, o, fast, done)
-        )
+    if fast is not None:
+        run = conn.execute(
+            "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at, next_seq, "
+            "workflow_id, task_queue FROM runs WHERE run_id = ?",
+            (o.run_id,),
+        ).fetchone()
+        lease_free = run[3] is None or run[4] < o.now
+        unchanged = run[1] == fast.run_fence and run[2] == fast.last_input_seq
+        if run[0] == "running" and unchanged and lease_free:
+            activation = _apply_fast(conn, o, fast, done, run)
+            return rec.TaskOutcomeResult(accepted=True, final=True, activation=activation)
     append(conn, o.run_id, [done], o.now)
     return rec.TaskOutcomeResult(accepted=True, final=True)
 
 
-def _fast_ok(conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation) -> bool:
-    row = conn.execute(
-        "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at FROM runs "
-        "WHERE run_id = ?",
-        (o.run_id,),
-    ).fetchone()
-    lease_free = row[3] is None or row[4] < o.now
-    return bool(
-        row[0] == "running"
-        and row[1] == fast.run_fence
-        and row[2] == fast.last_input_seq
-        and lease_free
-    )
-
-
 def _apply_fast(
-    conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation, done: ev.TaskCompleted
+    conn: sqlite3.Connection,
+    o: rec.TaskOutcome,
+    fast: rec.FastActivation,
+    done: ev.TaskCompleted,
+    run: tuple[Any, ...],
 ) -> rec.CommitResult:
-    seq = conn.execute("SELECT next_seq FROM runs WHERE run_id = ?", (o.run_id,)).fetchone()[0]
+    seq = run[5]
     marker = ev.ActivationCompleted(saw_upto=seq, time=fast.time, worker=o.worker_id)
-    stored = append(conn, o.run_id, [done, marker, *fast.commands], o.now)
-    eager = apply_commands(
+    stored = append(
         conn,
         o.run_id,
+        [done, marker, *fast.commands],
+        o.now,
+        next_seq=seq,
+        then=", fence = fence + 1, runnable = 0, lease_owner = NULL, lease_expires_at = NULL",
+    )
+    eager = apply_commands(
+        conn,
+        (o.run_id, run[6], run[7]),
         stored[2:],
         o.now,
         o.worker_id if fast.eager_claim else None,
         fast.eager_limit,
         fast.lease_ttl,
-    )
-    conn.execute(
-        "UPDATE runs SET fence = fence + 1, runnable = 0, lease_owner = NULL, "
-        "lease_expires_at = NULL WHERE run_id = ?",
-        (o.run_id,),
     )
     return rec.CommitResult(
         ok=True, last_seq=stored[-1].seq, fence=fast.run_fence + 1, eager=eager, saw_upto=seq

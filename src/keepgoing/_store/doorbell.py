@@ -15,36 +15,53 @@ import os
 import socket
 import tempfile
 import threading
+import weakref
 
 __all__ = ["Doorbell", "LocalBell"]
 
 
 class LocalBell:
-    """In-process waiters, each on its own event loop."""
+    """In-process waiters, each on its own event loop, that never miss a ring.
+
+    A counter goes up on every ring. Each waiter key (the caller's object, or
+    its asyncio task) remembers the count it last saw, so a ring that came
+    between two waits of the same key ends the next wait at once.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._version = 0
+        self._seen: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
 
     def ring(self) -> None:
         with self._lock:
-            waiters, self._waiters = self._waiters, []
+            self._version += 1
+            waiters = list(self._waiters)
         for loop, event in waiters:
             with contextlib.suppress(RuntimeError):  # that loop has closed
                 loop.call_soon_threadsafe(event.set)
 
-    async def wait(self, timeout: float) -> None:
+    async def wait(self, timeout: float, key: object | None = None) -> None:
+        owner = key if key is not None else asyncio.current_task()
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
+        waiter = (loop, event)
         with self._lock:
-            self._waiters.append((loop, event))
+            if owner is not None and self._seen.get(owner, self._version) != self._version:
+                self._seen[owner] = self._version
+                return
+            self._waiters.append(waiter)
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(max(0.0, timeout)):
+                await event.wait()
         except TimeoutError:
             pass
         finally:
-            with self._lock, contextlib.suppress(ValueError):
-                self._waiters.remove((loop, event))
+            with self._lock:
+                self._waiters.remove(waiter)
+                if owner is not None:
+                    self._seen[owner] = self._version
 
 
 class Doorbell:
@@ -83,9 +100,9 @@ class Doorbell:
                 except OSError:
                     pass  # a full buffer means that waiter is already due to wake
 
-    async def wait(self, timeout: float) -> None:
+    async def wait(self, timeout: float, key: object | None = None) -> None:
         self._listen(asyncio.get_running_loop())
-        await self.local.wait(timeout)
+        await self.local.wait(timeout, key)
 
     def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._reader_loop is loop:

@@ -12,17 +12,14 @@ helper thread. Only :meth:`MemoryStore.wait_for_change` awaits.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import copy
 import dataclasses
 import threading
 from collections.abc import Sequence
-from typing import Any
-from weakref import WeakKeyDictionary
 
 from keepgoing._history.events import ErrorInfo, Event, TaskCompleted, TimerFired, WorkflowStarted
 from keepgoing._store._memory_state import MemoryState, RunRow, TaskRow
+from keepgoing._store.doorbell import LocalBell
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
     ActivationClaim,
@@ -54,11 +51,7 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._state = MemoryState()
-        self._version = 0
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-        # The change version each waiting task last saw, so a change that lands
-        # between two waits of one task wakes its next wait at once.
-        self._seen: WeakKeyDictionary[asyncio.Task[Any], int] = WeakKeyDictionary()
+        self._bell = LocalBell()
 
     # -- lifecycle -------------------------------------------------------------
     async def open(self) -> None:
@@ -406,43 +399,15 @@ class MemoryStore(Store):
             return min(times, default=None)
 
     # -- notification ------------------------------------------------------------------
-    async def wait_for_change(self, timeout: float) -> None:
-        """Return after a change made since this task's previous wait, or after ``timeout``.
+    async def wait_for_change(self, timeout: float, key: object | None = None) -> None:
+        """Return after a change made since this key's previous wait, or after ``timeout``.
 
-        A task's first wait only sees changes made while it waits.
+        A key's first wait only sees changes made while it waits.
         """
-        task = asyncio.current_task()
-        event = asyncio.Event()
-        waiter = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if task is not None and self._seen.get(task, self._version) != self._version:
-                self._seen[task] = self._version
-                return
-            self._waiters.append(waiter)
-        try:
-            async with asyncio.timeout(max(0.0, timeout)):
-                await event.wait()
-        except TimeoutError:
-            pass
-        finally:
-            with self._lock:
-                self._waiters.remove(waiter)
-                if task is not None:
-                    self._seen[task] = self._version
+        await self._bell.wait(timeout, key)
 
     def _notify(self) -> None:
-        # Called with the lock held. Waiters may sit on loops in other threads.
-        self._version += 1
-        try:
-            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        for loop, event in self._waiters:
-            if loop is current:
-                event.set()
-            else:
-                with contextlib.suppress(RuntimeError):  # that loop has closed
-                    loop.call_soon_threadsafe(event.set)
+        self._bell.ring()
 
     # -- workers -------------------------------------------------------------------------
     async def register_worker(self, worker: WorkerRecord) -> None:

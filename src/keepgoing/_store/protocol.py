@@ -220,9 +220,13 @@ class Store(abc.ABC):
 
     # -- notification ------------------------------------------------------------------
     @abc.abstractmethod
-    async def wait_for_change(self, timeout: float) -> None:
+    async def wait_for_change(self, timeout: float, key: object | None = None) -> None:
         """Return when the store may have new work or a run may have ended, or
-        after ``timeout`` seconds. Spurious wake-ups are allowed."""
+        after ``timeout`` seconds. Spurious wake-ups are allowed.
+
+        Waits with the same ``key`` (default: the calling asyncio task) never
+        miss a change made between them: such a change ends the next wait at once.
+        """
 
     # -- workers -------------------------------------------------------------------------
     @abc.abstractmethod

@@ -198,8 +198,8 @@ class SqliteStore(Store):
         when: float | None = await self._read(leases.next_wakeup)
         return when
 
-    async def wait_for_change(self, timeout: float) -> None:
-        await self._bell.wait(timeout)
+    async def wait_for_change(self, timeout: float, key: object | None = None) -> None:
+        await self._bell.wait(timeout, key)
 
     # -- workers ---------------------------------------------------------------------
     async def register_worker(self, worker: rec.WorkerRecord) -> None:

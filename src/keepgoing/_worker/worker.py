@@ -80,6 +80,7 @@ class Worker:
         self.cache = InstanceCache(self.settings.cache_size)
         self._attempts: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._lost: set[tuple[str, int]] = set()
+        self._reporting: set[tuple[str, int]] = set()  # outcome being written: not lost
         self._stopping = asyncio.Event()
         self._services_due = 0.0
         self._executor = ThreadPoolExecutor(
@@ -156,15 +157,15 @@ class Worker:
             await self._wait(timeout)
 
     async def _wait(self, timeout: float) -> None:
+        # Keyed by the worker: a change made while it was busy ends this wait at once.
         stop = asyncio.ensure_future(self._stopping.wait())
-        change = asyncio.ensure_future(self.store.wait_for_change(timeout))
+        change = asyncio.ensure_future(self.store.wait_for_change(timeout, key=self))
         try:
             await asyncio.wait({stop, change}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for fut in (stop, change):
                 fut.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.gather(stop, change, return_exceptions=True)
+            await asyncio.gather(stop, change, return_exceptions=True)
 
     def free_slots(self) -> int:
         return self.settings.concurrency - len(self._attempts)
@@ -209,6 +210,7 @@ class Worker:
         if key in self._lost:
             self._lost.discard(key)
             return
+        self._reporting.add(key)
         outcome = TaskOutcome(
             run_id=claim.run_id,
             cmd=claim.cmd,
@@ -223,15 +225,20 @@ class Worker:
             reason=result.reason,
         )
         try:
-            await self.activator.complete(outcome)
+            # Shielded: once the outcome is being written, its follow-up (the
+            # cached instance's position, the eager claim of the next task)
+            # must not be cut off half way.
+            await asyncio.shield(self.activator.complete(outcome))
         except Exception:
             log.exception("could not record the outcome of task %s; its lease will expire", key)
+        finally:
+            self._reporting.discard(key)
 
     # -- leases ---------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.heartbeat_interval)
-            before = set(self._attempts)
+            before = set(self._attempts) - self._reporting
             try:
                 held = await self.store.heartbeat(
                     self.worker_id, lease_ttl=self.settings.lease_ttl, now=self.clock.now()
@@ -241,7 +248,7 @@ class Worker:
                 continue
             for key in before - held:
                 attempt = self._attempts.get(key)
-                if attempt is not None:
+                if attempt is not None and key not in self._reporting:
                     log.warning("lost the lease of task attempt %s; abandoning it", key)
                     self.stats.lost_leases += 1
                     self._lost.add(key)

@@ -66,7 +66,7 @@ def demo(
             first.send_signal(signal.SIGKILL)
             killed_at = time.time()
             first.wait()
-            console.print(f"2. [red]SIGKILL[/] worker A in the middle of draft_digest")
+            console.print("2. [red]SIGKILL[/] worker A in the middle of draft_digest")
             second = _start_worker(app_file, url, env, folder / "worker-2.log")
             console.print(f"3. worker B (pid {second.pid}) started")
             result = client.result(handle, timeout=120)

@@ -1,0 +1,1 @@
+"""keepgoing benchmarks: run with ``python -m bench`` (see docs/benchmarks.md)."""

@@ -1,0 +1,39 @@
+"""Fixtures for the integration suite; the helpers they hand out live in ``_support``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import keepgoing
+
+from ._support import Sandbox, Workers
+
+
+@pytest.fixture
+def kg(tmp_path: Path) -> Iterator[Sandbox]:
+    sandbox = Sandbox(tmp_path)
+    yield sandbox
+    log = sandbox.effects_dir / "effects.log"
+    if log.exists():
+        print(f"----- side effects ({log}) -----\n{log.read_text()}")
+
+
+@pytest.fixture
+def workers(kg: Sandbox) -> Iterator[Workers]:
+    pool = Workers(kg)
+    try:
+        yield pool
+    finally:
+        pool.cleanup()
+
+
+@pytest.fixture
+def client(kg: Sandbox) -> Iterator[keepgoing.Client]:
+    c = keepgoing.Client(store=kg.url)
+    try:
+        yield c
+    finally:
+        c.close()
