@@ -47,9 +47,12 @@ def _find_problem(value: object, path: str) -> str | None:
     )
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: object) -> str:
     """Compact, deterministic JSON text."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def loads(text: str | bytes) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,11 @@ def code_version(fn: Callable[..., Any]) -> str:
     return hashlib.sha256(data).hexdigest()[:12]
 
 
+@functools.lru_cache(maxsize=4096)
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
 def bind_arguments(
     fn: Callable[..., Any],
     args: Sequence[Any],
@@ -39,7 +45,7 @@ def bind_arguments(
 ) -> tuple[list[Any], dict[str, Any]]:
     """Check that ``args``/``kwargs`` fit ``fn`` and are JSON; name the argument at fault."""
     try:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
+        bound = _signature(fn).bind(*args, **kwargs)
     except TypeError as exc:
         raise TypeError(f"{what}: {exc}") from None
     for name, value in bound.arguments.items():

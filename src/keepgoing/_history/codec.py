@@ -30,13 +30,25 @@ _CLASSES: dict[str, type[ev.Event]] = {
 }
 
 
+_FIELDS: dict[type[ev.Event], tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _CLASSES.values()
+}
+
+
 def encode(event: ev.Event) -> dict[str, Any]:
     """Return ``event`` as a JSON object with its class name under ``"type"``."""
     body: dict[str, Any] = {"type": type(event).__name__}
-    for f in dataclasses.fields(event):
-        value = getattr(event, f.name)
-        body[f.name] = dataclasses.asdict(value) if isinstance(value, ev.ErrorInfo) else value
+    for name in _FIELDS[type(event)]:
+        value = getattr(event, name)
+        body[name] = dataclasses.asdict(value) if isinstance(value, ev.ErrorInfo) else value
     return body
+
+
+def encode_at(event: ev.Event, seq: int, at: float) -> str:
+    """JSON text of ``event`` placed at ``seq`` and time ``at`` (the store's hot path)."""
+    body = encode(event)
+    body["seq"], body["at"] = seq, at
+    return dumps(body)
 
 
 def decode(body: dict[str, Any]) -> ev.Event:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from keepgoing._history import events as ev
-from keepgoing._history.codec import decode, encode
+from keepgoing._history.codec import decode, encode_at
 from keepgoing._payload import dumps, loads
 from keepgoing._store import records as rec
 from keepgoing._store.transitions import decide_failure
@@ -167,26 +167,25 @@ def append(
     *,
     next_seq: int | None = None,
     then: str = "",
-) -> list[ev.Event]:
-    """Append ``events`` with the next seqs and ``at=now``, and update the run row once.
+) -> int:
+    """Append ``events`` with the next seqs and ``at=now``; update the run row once.
 
-    ``next_seq`` saves a read when the caller has it; ``then`` adds SET clauses
-    to the run's update (the rightmost assignment of a column wins).
+    Returns the seq of the last event. ``next_seq`` saves a read when the caller
+    has it; ``then`` adds SET clauses to the run's update (the rightmost
+    assignment of a column wins).
     """
     seq = next_seq
     if seq is None:
         seq = conn.execute("SELECT next_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
-    stored: list[ev.Event] = []
+    rows = []
     last_input = 0
     for event in events:
-        placed = dataclasses.replace(event, seq=seq, at=now)
-        stored.append(placed)
-        if placed.ROLE == "input":
+        if event.ROLE == "input":
             last_input = seq
+        rows.append((run_id, seq, type(event).__name__, now, encode_at(event, seq, now)))
         seq += 1
     conn.executemany(
-        "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)",
-        [(run_id, e.seq, type(e).__name__, now, dumps(encode(e))) for e in stored],
+        "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)", rows
     )
     if last_input:
         conn.execute(
@@ -200,7 +199,7 @@ def append(
             f"UPDATE runs SET next_seq = ?, updated_at = ?{then} WHERE run_id = ?",
             (seq, now, run_id),
         )
-    return stored
+    return seq - 1
 
 
 # -- activations -------------------------------------------------------------------
@@ -249,18 +248,16 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
         return rec.CommitResult(ok=False)
     if c.blocked_reason is not None:
         blocked = ev.WorkflowBlocked(reason=c.blocked_reason)
-        stored = append(conn, c.run_id, [blocked], c.now, next_seq=row[3])
+        last = append(conn, c.run_id, [blocked], c.now, next_seq=row[3])
         conn.execute(
             "UPDATE runs SET status = 'blocked', blocked_reason = ?, lease_owner = NULL, "
             "lease_expires_at = NULL, runnable = 0 WHERE run_id = ?",
             (c.blocked_reason, c.run_id),
         )
-        return rec.CommitResult(
-            ok=True, last_seq=stored[-1].seq, fence=c.fence, saw_upto=c.saw_upto
-        )
+        return rec.CommitResult(ok=True, last_seq=last, fence=c.fence, saw_upto=c.saw_upto)
     still_runnable = 1 if row[2] > c.saw_upto else 0
     marker = ev.ActivationCompleted(saw_upto=c.saw_upto, time=c.time, worker=c.worker_id)
-    stored = append(
+    last = append(
         conn,
         c.run_id,
         [marker, *c.commands],
@@ -271,15 +268,13 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
     eager = apply_commands(
         conn,
         (c.run_id, row[4], row[5]),
-        stored[1:],
+        c.commands,
         c.now,
         c.worker_id if c.eager_claim else None,
         c.eager_limit,
         c.lease_ttl,
     )
-    return rec.CommitResult(
-        ok=True, last_seq=stored[-1].seq, fence=c.fence, eager=eager, saw_upto=c.saw_upto
-    )
+    return rec.CommitResult(ok=True, last_seq=last, fence=c.fence, eager=eager, saw_upto=c.saw_upto)
 
 
 def apply_commands(
@@ -493,7 +488,7 @@ def _apply_fast(
 ) -> rec.CommitResult:
     seq = run[5]
     marker = ev.ActivationCompleted(saw_upto=seq, time=fast.time, worker=o.worker_id)
-    stored = append(
+    last = append(
         conn,
         o.run_id,
         [done, marker, *fast.commands],
@@ -504,14 +499,14 @@ def _apply_fast(
     eager = apply_commands(
         conn,
         (o.run_id, run[6], run[7]),
-        stored[2:],
+        fast.commands,
         o.now,
         o.worker_id if fast.eager_claim else None,
         fast.eager_limit,
         fast.lease_ttl,
     )
     return rec.CommitResult(
-        ok=True, last_seq=stored[-1].seq, fence=fast.run_fence + 1, eager=eager, saw_upto=seq
+        ok=True, last_seq=last, fence=fast.run_fence + 1, eager=eager, saw_upto=seq
     )
 
 

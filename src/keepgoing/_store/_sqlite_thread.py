@@ -149,12 +149,19 @@ class SqliteThread:
             error = StoreError(f"could not start a SQLite write transaction: {exc}")
             return [(r, False, error) for r in writes]
         done: list[tuple[_Request, bool, Any]] = []
+        alone = len(writes) == 1  # no savepoint needed: a failure rolls back everything
         for request in writes:
-            conn.execute("SAVEPOINT op")
+            if not alone:
+                conn.execute("SAVEPOINT op")
             ok, value = _attempt(request.op, conn)
-            if not ok:
-                conn.execute("ROLLBACK TO op")
-            conn.execute("RELEASE op")
+            if alone:
+                if not ok:
+                    conn.execute("ROLLBACK")
+                    return [(request, ok, value)]
+            else:
+                if not ok:
+                    conn.execute("ROLLBACK TO op")
+                conn.execute("RELEASE op")
             done.append((request, ok, value))
         try:
             conn.execute("COMMIT")
