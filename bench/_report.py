@@ -33,7 +33,7 @@ def target_text(m: Measurement) -> str:
     if m.target is None or m.op is None:
         return "none (reported)"
     word = "at most" if m.op == "<=" else "at least"
-    return f"{word} {fmt(m.target, m.unit)}"
+    return f"{word} {m.target:,g} {m.unit}"
 
 
 def met_text(m: Measurement) -> str:
