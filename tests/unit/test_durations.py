@@ -77,7 +77,14 @@ def test_negative_and_non_finite_values_are_refused(value: object, shown: str) -
 
 @pytest.mark.parametrize(
     ("value", "shown"),
-    [(True, "bool"), (False, "bool"), (None, "NoneType"), ([], "list"), ({}, "dict"), (b"5s", "bytes")],
+    [
+        (True, "bool"),
+        (False, "bool"),
+        (None, "NoneType"),
+        ([], "list"),
+        ({}, "dict"),
+        (b"5s", "bytes"),
+    ],
 )
 def test_other_types_are_refused_naming_the_type(value: object, shown: str) -> None:
     with pytest.raises(InvalidDurationError) as caught:

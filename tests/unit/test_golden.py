@@ -92,9 +92,7 @@ def test_each_activation_reproduces_its_recorded_commands_exactly(path: Path) ->
                 break
             recorded.append(dataclasses.replace(event, seq=0, at=0.0))
         # What that activation had seen: inputs that arrived during it are left out.
-        seen = [
-            e for e in history[:index] if not (e.ROLE == "input" and e.seq > marker.saw_upto)
-        ]
+        seen = [e for e in history[:index] if not (e.ROLE == "input" and e.seq > marker.saw_upto)]
         instance = WorkflowInstance(
             _definition(history).fn,
             run_id=started.run_id,
@@ -173,7 +171,11 @@ async def race_waiting_for_both() -> list[str]:
 @pytest.mark.parametrize(
     ("stem", "changed", "expected"),
     [
-        ("score_batch", score_batch_sleeping_first, r"TaskScheduled #1 golden\.score\s+TimerStarted"),
+        (
+            "score_batch",
+            score_batch_sleeping_first,
+            r"TaskScheduled #1 golden\.score\s+TimerStarted",
+        ),
         ("fan_out", fan_out_without_timeouts, r"TimerStarted #5\s+\(nothing\)"),
         ("race", race_waiting_for_both, r"TaskScheduled #3 golden\.third\s+\(nothing\)"),
     ],

@@ -126,6 +126,7 @@ async def flaky_uncaught(key: str) -> str:
 
 def test_a_task_failing_twice_then_succeeding_is_retried(clock: FakeClock) -> None:
     key = "twice"
+    attempts_seen.pop(key, None)
     result = asyncio.run(uses_flaky(key, 2))
     assert result["value"] == "ok after 3"
     # Backoff: 10 s then 20 s, each with +/-20% jitter, skipped by the fake clock.
@@ -137,6 +138,7 @@ def test_a_task_failing_twice_then_succeeding_is_retried(clock: FakeClock) -> No
 
 
 def test_a_task_that_exhausts_its_retries_raises_task_failed_error(clock: FakeClock) -> None:
+    attempts_seen.pop("always", None)
     result = asyncio.run(uses_flaky("always", 99))
     assert result["value"] == {
         "type": "ConnectionError",

@@ -6,8 +6,8 @@ Runs are driven through :class:`~._sim.Sim`, which plays the store's part.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-import uuid
 from collections.abc import Callable
 
 import pytest
@@ -378,7 +378,9 @@ def test_the_same_history_replays_to_identical_commands(make_sim: MakeSim) -> No
         # Replaying the history before each marker must produce exactly the
         # commands recorded after it, every time.
         recorded = sim.history[cut + 1 :]
-        recorded = recorded[: next((i for i, e in enumerate(recorded) if e.ROLE != "command"), None)]
+        recorded = recorded[
+            : next((i for i, e in enumerate(recorded) if e.ROLE != "command"), None)
+        ]
         outputs = []
         for _ in range(20):
             instance, tail = replay_fresh(busy_workflow, sim.history[:cut])
@@ -391,8 +393,6 @@ def test_the_same_history_replays_to_identical_commands(make_sim: MakeSim) -> No
 
 
 def _unstamped(event: ev.Event) -> ev.Event:
-    import dataclasses
-
     return dataclasses.replace(event, seq=0, at=0.0)
 
 
@@ -468,14 +468,6 @@ def test_random_and_uuid4_differ_between_run_ids(make_sim: MakeSim) -> None:
     assert a["values"] != b["values"]
     assert a["ids"] != b["ids"]
     assert a["before"] == b["before"]  # time comes from history, not the run id
-
-
-def test_now_random_uuid4_outside_a_workflow_are_not_deterministic() -> None:
-    assert current_loop() is None
-    assert keepgoing.random() != keepgoing.random()
-    assert keepgoing.uuid4() != keepgoing.uuid4()
-    assert isinstance(keepgoing.uuid4(), uuid.UUID)
-    assert abs(keepgoing.now().timestamp() - time.time()) < 60
 
 
 def test_time_is_the_newest_delivered_input(make_sim: MakeSim) -> None:

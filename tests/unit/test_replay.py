@@ -251,7 +251,9 @@ def test_delivering_in_plain_seq_order_would_take_the_other_path() -> None:
     # If the marker had seen seq 6, the code returns "together": the boundary matters.
     history = _trap1_history()
     history[6] = ev.ActivationCompleted(seq=7, at=T0 + 2, saw_upto=6, time=T0 + 2)
-    with pytest.raises(NondeterminismError, match=r"TaskScheduled #3 replay\.c\s+WorkflowCompleted"):
+    with pytest.raises(
+        NondeterminismError, match=r"TaskScheduled #3 replay\.c\s+WorkflowCompleted"
+    ):
         replay_fresh(race, history[:8], workflow_name="race")
 
 

@@ -15,12 +15,17 @@ from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
 from keepgoing._payload import check_json
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import TERMINAL, RunRecord, StartRequest
+from keepgoing._store.records import TERMINAL, RunRecord, StartRequest, WorkerRecord
 from keepgoing._store.url import store_from_url
 from keepgoing._worker.inprocess import drive, outcome
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing._worker.worker import Worker
-from keepgoing.errors import ConfigurationError, PayloadError, RunNotFoundError
+from keepgoing.errors import (
+    ConfigurationError,
+    PayloadError,
+    RunNotFoundError,
+    WorkflowNotFoundError,
+)
 
 __all__ = ["Client"]
 
@@ -113,6 +118,8 @@ class Client:
         queue: str,
     ) -> WorkflowRunHandle:
         name, inputs, version = _inputs(workflow_or_name, value)
+        if not isinstance(workflow_or_name, WorkflowDefinition) and name not in registry.workflows:
+            await self._check_known(name, queue)
         run_id = uuid.uuid4().hex
         workflow_id = _check_id(workflow_id, "workflow_id") if workflow_id else f"{name}-{run_id}"
         run = await self._store.start_run(
@@ -127,6 +134,17 @@ class Client:
             )
         )
         return WorkflowRunHandle(run.workflow_name, run.workflow_id, run.run_id)
+
+    async def _check_known(self, name: str, queue: str) -> None:
+        known = await self._store.known_workflows()
+        if name in known:
+            return
+        names = ", ".join(sorted(known)) or "none yet"
+        raise WorkflowNotFoundError(
+            f"no workflow named {name!r} is defined in this process or has been served by "
+            f"a worker of this store (known: {names}); check the name, start a worker for "
+            f"its file once, or pass the @workflow object itself"
+        )
 
     def run_workflow(
         self,
@@ -231,6 +249,10 @@ class Client:
             self._store.list_runs(workflow_name=name, status=status, limit=limit, offset=offset)
         )
         return [WorkflowRun.from_record(r) for r in runs]
+
+    def list_workers(self) -> list[WorkerRecord]:
+        """The workers registered with the store (a worker deregisters when it stops)."""
+        return self._portal.call(self._store.list_workers())
 
     async def _find(self, workflow_id: str, run_id: str | None) -> RunRecord:
         if run_id is not None:

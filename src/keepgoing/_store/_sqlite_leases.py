@@ -113,3 +113,21 @@ def list_workers(conn: sqlite3.Connection) -> list[rec.WorkerRecord]:
         "ORDER BY started_at, worker_id"
     ).fetchall()
     return [rec.WorkerRecord(r[0], loads(r[1]), r[2], r[3], r[4], r[5], loads(r[6])) for r in rows]
+
+
+def record_workflows(
+    conn: sqlite3.Connection, names: list[str], queues: list[str], now: float
+) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO workflow_catalog (name, queue, last_seen) VALUES (?, ?, ?)",
+        [(n, q, now) for n in names for q in queues],
+    )
+
+
+def known_workflows(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    known: dict[str, list[str]] = {}
+    for name, queue in conn.execute(
+        "SELECT name, queue FROM workflow_catalog ORDER BY name, queue"
+    ):
+        known.setdefault(name, []).append(queue)
+    return known

@@ -52,6 +52,7 @@ class MemoryStore(Store):
         self._lock = threading.Lock()
         self._state = MemoryState()
         self._bell = LocalBell()
+        self._catalog: dict[str, set[str]] = {}
 
     # -- lifecycle -------------------------------------------------------------
     async def open(self) -> None:
@@ -427,6 +428,19 @@ class MemoryStore(Store):
         with self._lock:
             rows = sorted(self._state.workers.values(), key=lambda r: (r[1].started_at, r[0]))
             return [copy.deepcopy(worker) for _, worker in rows]
+
+    async def record_workflows(
+        self, names: Sequence[str], queues: Sequence[str], now: float
+    ) -> None:
+        """Remember that ``names`` are served on ``queues``."""
+        with self._lock:
+            for name in names:
+                self._catalog.setdefault(name, set()).update(queues)
+
+    async def known_workflows(self) -> dict[str, list[str]]:
+        """Every workflow name any worker has served, with its queues."""
+        with self._lock:
+            return {name: sorted(queues) for name, queues in sorted(self._catalog.items())}
 
 
 def _newness(run: RunRow) -> tuple[float, int]:

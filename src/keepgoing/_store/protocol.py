@@ -240,3 +240,13 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker, oldest first."""
+
+    @abc.abstractmethod
+    async def record_workflows(
+        self, names: Sequence[str], queues: Sequence[str], now: float
+    ) -> None:
+        """Remember that ``names`` are served on ``queues`` (kept after workers stop)."""
+
+    @abc.abstractmethod
+    async def known_workflows(self) -> dict[str, list[str]]:
+        """Every workflow name any worker has served, with its queues (sorted)."""

@@ -212,6 +212,15 @@ class SqliteStore(Store):
         workers: list[rec.WorkerRecord] = await self._read(leases.list_workers)
         return workers
 
+    async def record_workflows(
+        self, names: Sequence[str], queues: Sequence[str], now: float
+    ) -> None:
+        await self._write(lambda c: leases.record_workflows(c, list(names), list(queues), now))
+
+    async def known_workflows(self) -> dict[str, list[str]]:
+        known: dict[str, list[str]] = await self._read(leases.known_workflows)
+        return known
+
 
 def _wakes(commands: Sequence[Event], result: rec.CommitResult) -> bool:
     """Whether a commit leaves work for other processes or ends the run."""

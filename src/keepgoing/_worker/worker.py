@@ -103,6 +103,9 @@ class Worker:
         """Serve until :meth:`request_stop`."""
         await self.store.open()
         await self.store.register_worker(self._record())
+        await self.store.record_workflows(
+            list(self.registry.workflows), self.settings.queues, self.clock.now()
+        )
         heartbeat = asyncio.create_task(self._heartbeat_loop())
         try:
             while not self._stopping.is_set():

@@ -58,6 +58,7 @@ def demo(
     second: subprocess.Popen[bytes] | None = None
     try:
         with Client(store=url) as client:
+            _wait(lambda: bool(client.list_workers()), 60, "worker A to start")
             handle = client.trigger_workflow(
                 "support_digest", {"run_key": "week-42", "ticket_ids": TICKETS}
             )

@@ -1,0 +1,243 @@
+"""Import boundaries: the deterministic core does no I/O and knows nothing above it.
+
+``keepgoing._runtime`` (the workflow loop and instances) and ``keepgoing._history``
+(events and their codec) take history in and give commands out. They must not
+import the store, worker, API, services, server or CLI layers, nor anything
+that reads the clock, the network, the disk or the environment. The rule is
+checked on the source with :mod:`ast`, following the core's own imports into
+the helper modules it uses (``_payload``, ``errors``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "keepgoing"
+
+CORE_PACKAGES = ("keepgoing._runtime", "keepgoing._history")
+
+# Layers above the core.
+FORBIDDEN_INTERNAL = (
+    "keepgoing._store",
+    "keepgoing._worker",
+    "keepgoing._api",
+    "keepgoing._services",
+    "keepgoing._server",
+    "keepgoing._deploy",
+    "keepgoing._volumes",
+    "keepgoing._gateway",
+    "keepgoing._clock",  # time is given to the core by the activation, never read
+    "keepgoing.cli",
+    "keepgoing.testing",
+)
+
+# What the core (and every keepgoing module it imports) may take from the
+# standard library. Adding to this list is a design decision: none of it may
+# do I/O or read the clock.
+ALLOWED_STDLIB = frozenset(
+    {
+        "__future__",
+        "asyncio",
+        "collections",
+        "contextvars",
+        "dataclasses",
+        "json",
+        "math",
+        "random",
+        "traceback",
+        "typing",
+        "uuid",
+        "zlib",
+    }
+)
+
+# Named so a failure explains itself; all are outside ALLOWED_STDLIB too.
+IO_MODULES = frozenset(
+    {
+        "datetime",
+        "http",
+        "io",
+        "os",
+        "pathlib",
+        "select",
+        "selectors",
+        "shutil",
+        "socket",
+        "sqlite3",
+        "ssl",
+        "subprocess",
+        "sys",
+        "tempfile",
+        "threading",
+        "time",
+        "urllib",
+    }
+)
+
+IO_BUILTINS = frozenset({"open", "input", "print", "exec", "eval", "__import__", "breakpoint"})
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _path_of(module: str) -> Path | None:
+    base = SRC.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, anywhere in the file (with line numbers)."""
+    source = path.read_text(encoding="utf-8")
+    return _imports_in(source, _module_name(path), is_package=path.name == "__init__.py")
+
+
+def _imports_in(source: str, module: str, *, is_package: bool) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, node.module] if node.module else anchor)
+            else:
+                base = node.module or ""
+            found.append((node.lineno, base))
+            # ``from keepgoing._runtime import loop`` imports a submodule.
+            for alias in node.names:
+                if _path_of(f"{base}.{alias.name}") is not None:
+                    found.append((node.lineno, f"{base}.{alias.name}"))
+    return found
+
+
+def _core_files() -> list[Path]:
+    files: list[Path] = []
+    for package in CORE_PACKAGES:
+        files.extend(sorted(SRC.joinpath(*package.split(".")).rglob("*.py")))
+    return files
+
+
+def _core_closure() -> dict[str, Path]:
+    """The core's modules plus every keepgoing module they import, transitively."""
+    todo = {_module_name(p): p for p in _core_files()}
+    seen: dict[str, Path] = {}
+    while todo:
+        name, path = todo.popitem()
+        seen[name] = path
+        for _, imported in _imports(path):
+            if imported.startswith("keepgoing.") and imported not in seen:
+                target = _path_of(imported)
+                if target is not None and not imported.startswith(FORBIDDEN_INTERNAL):
+                    todo[imported] = target
+    return seen
+
+
+def _violations(path: Path, rule: str) -> list[str]:
+    return _judge(_imports(path), str(path.relative_to(SRC)), rule)
+
+
+def _judge(imports: list[tuple[int, str]], where: str, rule: str) -> list[str]:
+    problems: list[str] = []
+    for line, imported in imports:
+        top = imported.split(".")[0]
+        if imported == "keepgoing":
+            problems.append(f"{where}:{line} imports the whole keepgoing package")
+        elif imported.startswith(FORBIDDEN_INTERNAL):
+            problems.append(f"{where}:{line} imports {imported} (a layer above the core)")
+        elif rule == "history" and imported.startswith("keepgoing._runtime"):
+            problems.append(f"{where}:{line} imports {imported} (history is plain data)")
+        elif top in IO_MODULES:
+            problems.append(f"{where}:{line} imports {imported}, which does I/O or reads time")
+        elif top != "keepgoing" and top not in ALLOWED_STDLIB:
+            problems.append(f"{where}:{line} imports {imported}, not allowed in the core")
+    return problems
+
+
+def test_the_core_has_modules() -> None:
+    names = {_module_name(p) for p in _core_files()}
+    assert {"keepgoing._runtime.loop", "keepgoing._runtime.instance"} <= names
+    assert {"keepgoing._history.events", "keepgoing._history.codec"} <= names
+
+
+@pytest.mark.parametrize("path", _core_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_core_module_imports_only_below_itself(path: Path) -> None:
+    rule = "history" if "_history" in path.parts else "runtime"
+    assert _violations(path, rule) == []
+
+
+def test_modules_the_core_imports_follow_the_same_rule() -> None:
+    closure = _core_closure()
+    helpers = {name: path for name, path in closure.items() if not name.startswith(CORE_PACKAGES)}
+    assert set(helpers) == {"keepgoing._payload", "keepgoing.errors"}
+    problems = [p for path in helpers.values() for p in _violations(path, "runtime")]
+    assert problems == []
+
+
+def test_history_does_not_import_the_runtime() -> None:
+    for name, path in _core_closure().items():
+        if name.startswith("keepgoing._history"):
+            assert not any(i.startswith("keepgoing._runtime") for _, i in _imports(path)), name
+
+
+@pytest.mark.parametrize("path", _core_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_core_module_calls_no_io_builtins(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    calls = [
+        f"{node.func.id} at line {node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in IO_BUILTINS
+    ]
+    assert calls == []
+
+
+def test_the_checker_reports_what_breaks_the_rule() -> None:
+    source = (
+        "import time\n"
+        "import keepgoing\n"
+        "import numpy\n"
+        "from keepgoing._store import memory\n"
+        "from . import loop\n"
+        "def f():\n"
+        "    from .._worker import worker\n"
+        "    import sqlite3.dbapi2\n"
+    )
+    imports = _imports_in(source, "keepgoing._runtime.probe", is_package=False)
+    assert [name for _, name in imports] == [
+        "time",
+        "keepgoing",
+        "numpy",
+        "keepgoing._store",
+        "keepgoing._store.memory",
+        "keepgoing._runtime",
+        "keepgoing._runtime.loop",
+        "keepgoing._worker",
+        "keepgoing._worker.worker",
+        "sqlite3.dbapi2",
+    ]
+    problems = _judge(imports, "probe.py", "history")
+    assert problems == [
+        "probe.py:1 imports time, which does I/O or reads time",
+        "probe.py:2 imports the whole keepgoing package",
+        "probe.py:3 imports numpy, not allowed in the core",
+        "probe.py:4 imports keepgoing._store (a layer above the core)",
+        "probe.py:4 imports keepgoing._store.memory (a layer above the core)",
+        "probe.py:5 imports keepgoing._runtime (history is plain data)",
+        "probe.py:5 imports keepgoing._runtime.loop (history is plain data)",
+        "probe.py:7 imports keepgoing._worker (a layer above the core)",
+        "probe.py:7 imports keepgoing._worker.worker (a layer above the core)",
+        "probe.py:8 imports sqlite3.dbapi2, which does I/O or reads time",
+    ]
