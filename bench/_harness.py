@@ -258,6 +258,7 @@ def machine_facts() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "journal_mode": journal_mode.upper(),
         "synchronous": synchronous.upper(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 

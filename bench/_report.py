@@ -62,13 +62,19 @@ def console_table(results: Sequence[Measurement], facts: dict[str, Any]) -> None
         )
     console.print(table)
     console.print(_facts_line(facts))
+    if facts["load_average_1m"] > 0.5:
+        console.print(
+            f"[yellow]warning: the load average was {facts['load_average_1m']} when the run "
+            "started; other work on this machine makes these figures noisy[/yellow]"
+        )
 
 
 def _facts_line(facts: dict[str, Any]) -> str:
     return (
         f"{facts['cpu_count']} CPUs ({facts['cpu_model']}), {facts['platform']}, "
         f"Python {facts['python']}, SQLite {facts['sqlite']}, "
-        f"journal_mode={facts['journal_mode']}, synchronous={facts['synchronous']}"
+        f"journal_mode={facts['journal_mode']}, synchronous={facts['synchronous']}, "
+        f"load average at start {facts['load_average_1m']}"
     )
 
 

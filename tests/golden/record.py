@@ -21,11 +21,11 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
+import workflows  # noqa: E402
+
 import keepgoing  # noqa: E402
 from keepgoing._history import events as ev  # noqa: E402
 from keepgoing._history.codec import dumps_history  # noqa: E402
-
-import workflows  # noqa: E402
 
 
 def record(client: keepgoing.Client, wf: Any, inputs: Any, workflow_id: str) -> list[ev.Event]:
@@ -82,15 +82,17 @@ def race_history() -> list[ev.Event]:
 
 def main() -> None:
     histories: dict[str, list[ev.Event]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        with keepgoing.Client(store=f"sqlite:///{tmp}/golden.db") as client:
-            histories["score_batch"] = record(
-                client, workflows.score_batch, {"batch_id": "b-1", "rows": [2, 4, 6]}, "golden-1"
-            )
-            histories["fan_out"] = record(client, workflows.fan_out, {"n": 3}, "golden-2")
-            histories["retry_then_recover"] = record(
-                client, workflows.retry_then_recover, {"reason": "bad row"}, "golden-3"
-            )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        keepgoing.Client(store=f"sqlite:///{tmp}/golden.db") as client,
+    ):
+        histories["score_batch"] = record(
+            client, workflows.score_batch, {"batch_id": "b-1", "rows": [2, 4, 6]}, "golden-1"
+        )
+        histories["fan_out"] = record(client, workflows.fan_out, {"n": 3}, "golden-2")
+        histories["retry_then_recover"] = record(
+            client, workflows.retry_then_recover, {"reason": "bad row"}, "golden-3"
+        )
     histories["race"] = race_history()
     for stem, history in histories.items():
         path = HERE / f"{stem}.json"

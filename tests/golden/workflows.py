@@ -18,7 +18,7 @@ __all__ = ["GOLDEN", "fan_out", "race", "retry_then_recover", "score_batch"]
 SUMMARY_DELAY = 0.2
 
 
-# -- score_batch: task, durable sleep, task (DESIGN section 1) -------------------------------------
+# -- score_batch: task, durable sleep, task (DESIGN section 1) --------------
 
 
 @task(name="golden.score", retries=2, retry_delay="30s", timeout="5m")
@@ -42,7 +42,7 @@ async def score_batch(batch_id: str, rows: list[int]) -> dict[str, object]:
     return await summarize(batch_id, scores)
 
 
-# -- fan_out: gather, a wait_for the task wins, a wait_for the timer wins ----------------------------
+# -- fan_out: gather, a wait_for the task wins, a wait_for the timer wins ---
 
 
 @task(name="golden.square")
@@ -73,7 +73,7 @@ async def fan_out(n: int) -> dict[str, object]:
     }
 
 
-# -- retry_then_recover: attempts that fail, a task that fails for good --------------------------------
+# -- retry_then_recover: attempts that fail, a task that fails for good -----
 
 
 @task(name="golden.always_fails", retries=1, retry_delay="50ms")
@@ -90,7 +90,7 @@ async def retry_then_recover(reason: str) -> dict[str, object]:
     return {"recovered": False}
 
 
-# -- race: the Trap 1 interleaving (hand-built history) ---------------------------------------------
+# -- race: the Trap 1 interleaving (hand-built history) ---------------------
 
 
 @task(name="golden.first")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
+import keepgoing
 from keepgoing._history import events as ev
 
 APPS = Path(__file__).parent / "apps"
@@ -79,12 +80,6 @@ class Sandbox:
         shutil.copy(APPS / f"{name}.py", target)
         return target
 
-    def write_app(self, name: str, source: str) -> Path:
-        """Write workflow source into ``<name>.py`` in tmp_path; return its path."""
-        target = self.root / f"{name}.py"
-        target.write_text(source)
-        return target
-
     def release(self, marker: str) -> None:
         """Create the marker file a held step is waiting for."""
         (self.effects_dir / marker).touch()
@@ -98,8 +93,9 @@ class Sandbox:
         path = self.effects_dir / "effects.log"
         if not path.exists():
             return []
+        text = path.read_text()
         found = []
-        for line in path.read_text().splitlines():
+        for line in text[: text.rfind("\n") + 1].splitlines():  # whole lines only
             k, t, kk, n, pid, at = line.split()
             e = Effect(k, t, kk, int(n), int(pid), float(at))
             if kind is not None and e.kind != kind:
@@ -133,7 +129,6 @@ class WorkerProcess:
         self.err_path = cwd / f"{name}.err"
         self._out: IO[bytes] = open(self.out_path, "wb")  # noqa: SIM115
         self._err: IO[bytes] = open(self.err_path, "wb")  # noqa: SIM115
-        self.started = time.monotonic()
         self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=self._out, stderr=self._err)
 
     @property
@@ -169,19 +164,6 @@ class WorkerProcess:
         self._err.flush()
         return self.err_path.read_text(errors="replace")
 
-    def wait_for_output(self, text: str, timeout: float = 30.0) -> None:
-        def seen() -> bool:
-            if text in self.stderr():
-                return True
-            if not self.alive():
-                raise AssertionError(
-                    f"{self.name} exited with {self.proc.returncode} before printing {text!r}:\n"
-                    f"{self.stderr()}"
-                )
-            return False
-
-        wait_until(seen, timeout, f"{self.name} to print {text!r}")
-
     def reap(self) -> None:
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
@@ -214,11 +196,19 @@ def _proc_state(pid: int) -> str:
 class Workers:
     """Starts worker subprocesses for one test; :meth:`cleanup` kills every leftover."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, client: keepgoing.Client) -> None:
         self.sandbox = sandbox
+        self.client = client
         self.started: list[WorkerProcess] = []
 
-    def start(self, app: Path, *args: str, name: str | None = None) -> WorkerProcess:
+    def start(
+        self, app: Path, *args: str, name: str | None = None, ready: bool = True
+    ) -> WorkerProcess:
+        """Start ``keepgoing worker app *args``; with ``ready``, wait until it serves.
+
+        Ready means registered with the store and heartbeating, which is after
+        it has recorded its workflow names (so the client can trigger them by name).
+        """
         name = name or f"worker{len(self.started) + 1}"
         argv = [
             sys.executable,
@@ -232,7 +222,19 @@ class Workers:
         ]
         worker = WorkerProcess(name, argv, self.sandbox.root, self.sandbox.env())
         self.started.append(worker)
+        if ready:
+            wait_until(lambda: self._serving(worker), 30, f"{name} to serve")
         return worker
+
+    def _serving(self, worker: WorkerProcess) -> bool:
+        if not worker.alive():
+            raise AssertionError(
+                f"{worker.name} exited with {worker.proc.returncode}:\n{worker.stderr()}"
+            )
+        return any(
+            w.pid == worker.pid and w.heartbeat_at > w.started_at
+            for w in self.client.list_workers()
+        )
 
     def cleanup(self) -> None:
         for worker in self.started:

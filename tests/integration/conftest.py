@@ -22,8 +22,8 @@ def kg(tmp_path: Path) -> Iterator[Sandbox]:
 
 
 @pytest.fixture
-def workers(kg: Sandbox) -> Iterator[Workers]:
-    pool = Workers(kg)
+def workers(kg: Sandbox, client: keepgoing.Client) -> Iterator[Workers]:
+    pool = Workers(kg, client)
     try:
         yield pool
     finally:

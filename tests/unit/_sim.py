@@ -63,7 +63,7 @@ class Sim:
             workflow_name=self.workflow_name,
         )
 
-    # -- the store's side ---------------------------------------------------------
+    # -- the store's side ----------------------------------------------------
     def append(self, event: E) -> E:
         stored = dataclasses.replace(event, seq=len(self.history) + 1, at=self.now)
         self.history.append(stored)
@@ -109,7 +109,7 @@ class Sim:
             instance.position = self.history[-1].seq
         return activation
 
-    # -- reading ------------------------------------------------------------------------
+    # -- reading -------------------------------------------------------------
     def commands(self) -> list[ev.Event]:
         return [e for e in self.history if e.ROLE == "command"]
 

@@ -47,7 +47,7 @@ class Opaque:
     pass
 
 
-# -- @workflow and @task definitions ------------------------------------------------------------
+# -- @workflow and @task definitions ----------------------------------------
 
 
 def test_workflow_on_a_plain_function_is_a_type_error() -> None:
@@ -84,7 +84,7 @@ def test_malformed_durations_on_task_are_refused(options: dict[str, Any], field:
 
 
 def test_a_zero_timeout_is_refused() -> None:
-    with pytest.raises(ValueError, match="timeout of task 'api.bad' must be longer than zero"):
+    with pytest.raises(ValueError, match=r"timeout of task 'api\.bad' must be longer than zero"):
         task(name="api.bad", timeout=0)(_noop)
 
 
@@ -105,7 +105,7 @@ def test_bad_counts_are_value_errors(options: dict[str, Any], message: str) -> N
 
 
 def test_reconcile_must_be_callable() -> None:
-    with pytest.raises(TypeError, match="reconcile of task 'api.bad' must be callable"):
+    with pytest.raises(TypeError, match=r"reconcile of task 'api\.bad' must be callable"):
         task(name="api.bad", reconcile="lookup")(_noop)  # type: ignore[arg-type]
 
 
@@ -125,7 +125,7 @@ def _noop() -> None:
     return None
 
 
-# -- duplicate names ----------------------------------------------------------------------------
+# -- duplicate names --------------------------------------------------------
 
 
 def _write_module(directory: Path, filename: str, name: str) -> Path:
@@ -215,20 +215,21 @@ def test_an_unknown_workflow_name_lists_the_known_ones() -> None:
     assert isinstance(caught.value, LookupError)
 
 
-def test_a_client_accepts_a_workflow_it_does_not_know_by_name() -> None:
-    # A worker elsewhere may have it; the name is stored, the input checked as JSON.
+def test_a_client_checks_input_against_a_workflow_it_knows_by_name() -> None:
     with Client(store="memory://") as client:
-        handle = client.trigger_workflow("api.elsewhere", {"n": 1})
+        handle = client.trigger_workflow("api.known", {"n": 1})
         run = client.get_run(handle.workflow_id)
-        assert (run.workflow_name, run.status) == ("api.elsewhere", "running")
+        assert (run.workflow_name, run.status) == ("api.known", "running")
         assert run.input == {"args": [], "kwargs": {"n": 1}}
-        with pytest.raises(PayloadError, match=r"input of workflow 'api.elsewhere'\['n'\]"):
-            client.trigger_workflow("api.elsewhere", {"n": {1}})
-        with pytest.raises(TypeError, match=r"workflow 'api.known': missing a required argument"):
+        with pytest.raises(PayloadError, match=r"argument 'n' of workflow 'api\.known'"):
+            client.trigger_workflow("api.known", {"n": {1}})
+        with pytest.raises(TypeError, match=r"workflow 'api\.known': missing a required argument"):
             client.trigger_workflow(known, {"m": 1})
+        with pytest.raises(WorkflowNotFoundError, match=r"api\.nowhere"):
+            client.trigger_workflow("api.nowhere", {"n": 1})
 
 
-# -- calls --------------------------------------------------------------------------------------
+# -- calls ------------------------------------------------------------------
 
 
 def test_submit_outside_a_workflow_is_a_runtime_error() -> None:
@@ -288,7 +289,7 @@ def test_wrong_arguments_to_a_task_name_the_task(make_sim: MakeSim) -> None:
     async def wf() -> list[str]:
         messages = []
         for call in (
-            lambda: fetch.submit(),  # type: ignore[call-arg]
+            fetch.submit,
             lambda: fetch.submit([1], "a", "b"),  # type: ignore[call-arg]
             lambda: fetch.submit([1], colour="red"),  # type: ignore[call-arg]
         ):
@@ -316,13 +317,13 @@ def test_bad_workflow_input_fails_before_anything_runs() -> None:
 def test_bind_input_shapes() -> None:
     assert known.bind_input({"n": 1}) == {"args": [], "kwargs": {"n": 1}}
     assert known.bind_input([1]) == {"args": [1], "kwargs": {}}
-    with pytest.raises(PayloadError, match="input keys of workflow 'api.known' must be str"):
+    with pytest.raises(PayloadError, match=r"input keys of workflow 'api\.known' must be str"):
         known.bind_input({1: 1})
     with pytest.raises(PayloadError, match="must be a mapping of parameter names"):
         known.bind_input("n=1")
 
 
-# -- context functions ---------------------------------------------------------------------------
+# -- context functions ------------------------------------------------------
 
 
 def test_operation_id_outside_a_task_is_a_runtime_error() -> None:

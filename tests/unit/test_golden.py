@@ -145,7 +145,7 @@ def test_the_fan_out_history_cancels_one_timer_and_fires_another() -> None:
     assert cancelled.isdisjoint(fired)
 
 
-# -- changed code must not replay ------------------------------------------------------------------
+# -- changed code must not replay -------------------------------------------
 
 
 @workflow(name="golden.changed.score_batch")

@@ -13,7 +13,7 @@ import keepgoing
 from keepgoing import TaskFailedError, task, workflow
 from keepgoing.testing import DEFAULT_START, FakeClock, fake_clock
 
-# -- the DESIGN section 1 example ---------------------------------------------------------------
+# -- the DESIGN section 1 example --------------------------------------------
 
 
 @task(name="inproc.score", retries=2, retry_delay="30s", timeout="5m")
@@ -56,7 +56,7 @@ async def test_awaiting_a_workflow_inside_a_running_loop(clock: FakeClock) -> No
     assert result == {"batch_id": "awaited", "rows": 1, "mean_score": 1.0}
 
 
-# -- durable time --------------------------------------------------------------------------------
+# -- durable time -----------------------------------------------------------
 
 
 @workflow(name="inproc.two_days")
@@ -94,7 +94,7 @@ def test_fake_clock_moves_only_forward() -> None:
         clock.advance(-1)
 
 
-# -- retries ----------------------------------------------------------------------------------------
+# -- retries ----------------------------------------------------------------
 
 attempts_seen: dict[str, list[str]] = {}
 
@@ -174,7 +174,7 @@ def test_a_workflow_exception_is_raised_as_the_same_type() -> None:
     assert caught.value.account == "acme"
 
 
-# -- timeouts ------------------------------------------------------------------------------------------
+# -- timeouts ---------------------------------------------------------------
 
 
 @task(name="inproc.slow", timeout="50ms")
@@ -223,7 +223,7 @@ def test_workflow_timeouts_in_process(clock: FakeClock) -> None:
     assert clock.now() == pytest.approx(DEFAULT_START + 60)
 
 
-# -- nesting ---------------------------------------------------------------------------------------------
+# -- nesting ----------------------------------------------------------------
 
 
 @workflow(name="inproc.child")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 
@@ -52,7 +53,7 @@ class Boom(Exception):
     pass
 
 
-# -- timers --------------------------------------------------------------------------------
+# -- timers -----------------------------------------------------------------
 
 
 async def sleeper() -> str:
@@ -231,7 +232,35 @@ def test_timers_fired_together_wake_in_history_order(make_sim: MakeSim) -> None:
     assert sim.activate().commands == [ev.WorkflowCompleted(result=["second", "first"])]
 
 
-# -- gather, create_task, submit --------------------------------------------------------------
+def test_an_infinite_sleep_records_no_timer(make_sim: MakeSim) -> None:
+    # It can never fire, and an infinite deadline could not be stored as JSON.
+    async def wf() -> int:
+        forever = asyncio.create_task(asyncio.sleep(math.inf))
+        value = await asyncio.wait_for(fetch(1), timeout=math.inf)
+        forever.cancel()
+        return value
+
+    sim = make_sim(wf)
+    assert keys(sim.activate().commands) == [("TaskScheduled", 1, "loop.fetch")]
+    sim.complete(1, 5)
+    assert sim.activate().commands == [ev.WorkflowCompleted(result=5)]
+    replay_fresh(wf, sim.history)[0].close()
+
+
+def test_a_nan_delay_is_a_value_error_in_the_workflow(make_sim: MakeSim) -> None:
+    async def wf() -> str:
+        try:
+            await asyncio.sleep(math.nan)
+        except ValueError as exc:
+            return str(exc)
+        return "slept"
+
+    (completed,) = make_sim(wf).activate().commands
+    assert isinstance(completed, ev.WorkflowCompleted)
+    assert "NaN" in completed.result
+
+
+# -- gather, create_task, submit --------------------------------------------
 
 
 async def fan_out() -> list[int]:
@@ -324,7 +353,7 @@ def test_handle_result_before_completion_raises_invalid_state(make_sim: MakeSim)
     assert sim.activate().commands[-1] == ev.WorkflowCompleted(result="not yet")
 
 
-# -- determinism -------------------------------------------------------------------------------
+# -- determinism ------------------------------------------------------------
 
 
 async def busy_workflow(n: int) -> dict[str, object]:
@@ -416,7 +445,7 @@ def test_full_replay_is_silent_and_reaches_the_same_end(make_sim: MakeSim) -> No
         instance.close()
 
 
-# -- time, randomness, ids -----------------------------------------------------------------------
+# -- time, randomness, ids --------------------------------------------------
 
 
 async def entropy() -> dict[str, object]:
@@ -509,7 +538,7 @@ def test_time_never_goes_back(make_sim: MakeSim) -> None:
     assert stamps == [T0 + 100]
 
 
-# -- failures -------------------------------------------------------------------------------------
+# -- failures ---------------------------------------------------------------
 
 
 def test_a_failed_task_raises_task_failed_error_in_the_workflow(make_sim: MakeSim) -> None:
@@ -581,6 +610,31 @@ def test_builtin_errors_are_named_without_a_module(make_sim: MakeSim) -> None:
     (failed,) = make_sim(wf).activate().commands
     assert isinstance(failed, ev.WorkflowFailed)
     assert failed.error.type == "KeyError"
+
+
+def test_a_cancelled_error_escaping_the_workflow_fails_the_run(make_sim: MakeSim) -> None:
+    # Without a terminal command the run would wait forever with nothing scheduled.
+    async def wf() -> str:
+        child = asyncio.create_task(asyncio.sleep(10))
+        await asyncio.sleep(0)
+        child.cancel()
+        await child
+        return "unreachable"
+
+    sim = make_sim(wf)
+    commands = sim.activate().commands
+    assert keys(commands) == [
+        ("TimerStarted", 1, ""),
+        ("TimerCancelled", 1, ""),
+        ("WorkflowFailed", 0, ""),
+    ]
+    failed = commands[-1]
+    assert isinstance(failed, ev.WorkflowFailed)
+    assert failed.error.type == "asyncio.exceptions.CancelledError"
+    assert sim.instance.done
+    instance, tail = replay_fresh(wf, sim.history)
+    assert tail.commands == []
+    instance.close()
 
 
 def test_a_non_json_result_fails_the_workflow_naming_the_result(make_sim: MakeSim) -> None:

@@ -63,7 +63,7 @@ def _finished_run(make_sim: MakeSim, fn: Callable[..., object]) -> Sim:
     return sim
 
 
-# -- mismatches -------------------------------------------------------------------------------
+# -- mismatches -------------------------------------------------------------
 
 
 def test_a_different_task_name_raises_with_a_diff_naming_both(make_sim: MakeSim) -> None:
@@ -159,7 +159,7 @@ def test_a_different_ending_raises(make_sim: MakeSim) -> None:
         replay_fresh(fails_after_a, sim.history)
 
 
-# -- Trap 1: an input that arrives while an activation runs -------------------------------------
+# -- Trap 1: an input that arrives while an activation runs -----------------
 
 
 async def race() -> list[str]:
@@ -257,7 +257,7 @@ def test_delivering_in_plain_seq_order_would_take_the_other_path() -> None:
         replay_fresh(race, history[:8], workflow_name="race")
 
 
-# -- cached instances -----------------------------------------------------------------------------
+# -- cached instances -------------------------------------------------------
 
 
 def test_a_cached_instance_catches_up_over_other_workers_markers() -> None:
@@ -305,7 +305,7 @@ def test_inputs_after_the_last_marker_are_delivered_live(make_sim: MakeSim) -> N
     assert keys(sim.activate().commands) == [("TaskScheduled", 2, "replay.b")]
 
 
-# -- keepgoing.testing.replay ----------------------------------------------------------------------
+# -- keepgoing.testing.replay -----------------------------------------------
 
 
 def test_testing_replay_accepts_events_and_json_text(make_sim: MakeSim) -> None:

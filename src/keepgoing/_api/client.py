@@ -1,82 +1,60 @@
-"""``Client``: start runs, wait for results and read history, straight from the store."""
+"""``Client``: the one entry point for callers outside workflows.
+
+It delegates to a backend: the store directly (``store=...``, the default) or,
+once a server is configured, HTTP. Both offer the same methods.
+"""
 
 from __future__ import annotations
 
 import os
-import re
-import uuid
 from typing import Any
 
-from keepgoing._api.portal import Portal
-from keepgoing._api.registry import registry
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
+from keepgoing._api.store_client import StoreClient
 from keepgoing._api.workflow import WorkflowDefinition
-from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
-from keepgoing._payload import check_json
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import TERMINAL, RunRecord, StartRequest, WorkerRecord
-from keepgoing._store.url import store_from_url
-from keepgoing._worker.inprocess import drive, outcome
-from keepgoing._worker.settings import WorkerSettings
-from keepgoing._worker.worker import Worker
-from keepgoing.errors import (
-    ConfigurationError,
-    PayloadError,
-    RunNotFoundError,
-    WorkflowNotFoundError,
-)
+from keepgoing._store.records import WorkerRecord
+from keepgoing.errors import ConfigurationError
 
 __all__ = ["Client"]
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}$")
-_STATUSES = ("running", "blocked", "completed", "failed", "cancelled")
-DEFAULT_QUEUE = "default"
-
 
 class Client:
-    """Talks to keepgoing. In this version it uses the store directly.
+    """Start runs, wait for results, read history.
 
     Args:
-        url: the server URL (``KEEPGOING_URL``); a server is not part of this
-            version, so passing one is refused with a clear error.
+        url: the server URL (``KEEPGOING_URL``); this version has no server, so
+            passing one is refused with a clear error.
         token: the server token (``KEEPGOING_TOKEN``).
         store: a store URL such as ``"sqlite:///runs.db"`` or a :class:`Store`;
             default ``KEEPGOING_STORE``, else ``sqlite:///.keepgoing/keepgoing.db``.
 
     A run's ``workflow_id`` is unique among runs that have not ended: starting
     an id that is running or blocked raises ``WorkflowAlreadyRunningError``;
-    an id whose runs have all ended may be started again (a new run id).
+    an id whose runs have all ended may be started again (with a new run id).
     """
 
     def __init__(
         self, url: str | None = None, *, token: str | None = None, store: str | Store | None = None
     ) -> None:
-        url = url or os.environ.get("KEEPGOING_URL")
+        url = url or (None if store is not None else os.environ.get("KEEPGOING_URL"))
         if url:
             raise ConfigurationError(
                 f"Client(url={url!r}): this version of keepgoing has no HTTP server; "
                 "use Client(store='sqlite:///path.db') or set KEEPGOING_STORE"
             )
         self._token = token
-        self._store = store if isinstance(store, Store) else store_from_url(store)
-        self._portal = Portal()
-        try:
-            self._portal.call(self._store.open())
-        except BaseException:
-            self._portal.close()
-            raise
+        self._backend = StoreClient(store)
 
     @property
     def store(self) -> Store:
-        return self._store
+        """The store, in store mode."""
+        return self._backend.store
 
     def close(self) -> None:
-        """Close the store connection. The client cannot be used afterwards."""
-        try:
-            self._portal.call(self._store.close())
-        finally:
-            self._portal.close()
+        """Release connections. The client cannot be used afterwards."""
+        self._backend.close()
 
     def __enter__(self) -> Client:
         return self
@@ -84,7 +62,6 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- starting runs ----------------------------------------------------------
     def trigger_workflow(
         self,
         workflow_or_name: WorkflowDefinition[..., Any] | str,
@@ -102,48 +79,17 @@ class Client:
 
         Raises:
             WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
+            WorkflowNotFoundError: a name that no worker of this store has served.
             PayloadError: ``input`` is not JSON (the message names the value).
             WorkflowFailedError: with ``wait=True``, the run failed.
         """
-        handle = self._portal.call(
-            self._start(workflow_or_name, input, workflow_id, task_queue or DEFAULT_QUEUE)
-        )
-        return self.result(handle, timeout=timeout) if wait else handle
-
-    async def _start(
-        self,
-        workflow_or_name: WorkflowDefinition[..., Any] | str,
-        value: Any,
-        workflow_id: str | None,
-        queue: str,
-    ) -> WorkflowRunHandle:
-        name, inputs, version = _inputs(workflow_or_name, value)
-        if not isinstance(workflow_or_name, WorkflowDefinition) and name not in registry.workflows:
-            await self._check_known(name, queue)
-        run_id = uuid.uuid4().hex
-        workflow_id = _check_id(workflow_id, "workflow_id") if workflow_id else f"{name}-{run_id}"
-        run = await self._store.start_run(
-            StartRequest(
-                run_id=run_id,
-                workflow_id=workflow_id,
-                workflow_name=name,
-                input=inputs,
-                task_queue=_check_id(queue, "task_queue"),
-                code_version=version,
-                now=system_clock.now(),
-            )
-        )
-        return WorkflowRunHandle(run.workflow_name, run.workflow_id, run.run_id)
-
-    async def _check_known(self, name: str, queue: str) -> None:
-        known = await self._store.known_workflows()
-        if name in known:
-            return
-        names = ", ".join(sorted(known)) or "none yet"
-        raise WorkflowNotFoundError(
-            f"no workflow named {name!r} is defined in this process or has been served by "
-            f"a worker of this store (known: {names}); check the name, start a worker for "
-            f"its file once, or pass the @workflow object itself"
+        return self._backend.trigger_workflow(
+            workflow_or_name,
+            input,
+            workflow_id=workflow_id,
+            task_queue=task_queue,
+            wait=wait,
+            timeout=timeout,
         )
 
     def run_workflow(
@@ -159,29 +105,8 @@ class Client:
         this process dies, calling again with the same ``workflow_id`` resumes
         the run from its last finished step.
         """
-        if not isinstance(workflow, WorkflowDefinition):
-            raise TypeError(f"run_workflow needs a @workflow, not {type(workflow).__name__}")
-        return self._portal.call(self._run_here(workflow, input, workflow_id))
+        return self._backend.run_workflow(workflow, input, workflow_id=workflow_id)
 
-    async def _run_here(
-        self, workflow: WorkflowDefinition[..., Any], value: Any, workflow_id: str | None
-    ) -> Any:
-        run = await self._store.find_run(workflow_id) if workflow_id else None
-        if run is None or run.status in TERMINAL:
-            queue = f"local.{uuid.uuid4().hex[:12]}"
-            handle = await self._start(workflow, value, workflow_id, queue)
-            run = await self._store.get_run(handle.run_id)
-            assert run is not None
-        settings = WorkerSettings.from_env(queues=(run.task_queue,), concurrency=16)
-        worker = Worker(self._store, settings=settings)
-        try:
-            ended = await drive(worker, run.run_id)
-        finally:
-            await worker.stop_local()
-            await self._store.release_tasks(worker.worker_id, system_clock.now())
-        return outcome(ended)
-
-    # -- reading ----------------------------------------------------------------------
     def result(
         self,
         workflow_id: str | WorkflowRunHandle,
@@ -196,23 +121,7 @@ class Client:
             WorkflowBlockedError: the run is blocked on a determinism error.
             TimeoutError: ``timeout`` seconds passed first.
         """
-        if isinstance(workflow_id, WorkflowRunHandle):
-            handle: WorkflowRunHandle = workflow_id
-            return outcome(self._portal.call(self._wait(handle[1], handle[2], timeout)))
-        return outcome(self._portal.call(self._wait(workflow_id, run_id, timeout)))
-
-    async def _wait(self, workflow_id: str, run_id: str | None, timeout: float | None) -> RunRecord:
-        deadline = None if timeout is None else system_clock.monotonic() + timeout
-        pause = 0.001
-        while True:
-            run = await self._find(workflow_id, run_id)
-            if run.status in TERMINAL or run.status == "blocked":
-                return run
-            left = None if deadline is None else deadline - system_clock.monotonic()
-            if left is not None and left <= 0:
-                raise TimeoutError(f"run {run.run_id} of {workflow_id!r} is still {run.status}")
-            await self._store.wait_for_change(pause if left is None else min(pause, left))
-            pause = min(pause * 2, 0.5)
+        return self._backend.result(workflow_id, run_id=run_id, timeout=timeout)
 
     def get_run(self, workflow_id: str, *, run_id: str | None = None) -> WorkflowRun:
         """The newest run of ``workflow_id`` (or the run ``run_id``).
@@ -220,16 +129,11 @@ class Client:
         Raises:
             RunNotFoundError: no such run.
         """
-        return WorkflowRun.from_record(self._portal.call(self._find(workflow_id, run_id)))
+        return self._backend.get_run(workflow_id, run_id=run_id)
 
     def history(self, workflow_id: str, *, run_id: str | None = None) -> list[Event]:
         """Every event of the run, in order."""
-
-        async def read() -> list[Event]:
-            run = await self._find(workflow_id, run_id)
-            return await self._store.read_history(run.run_id)
-
-        return self._portal.call(read())
+        return self._backend.history(workflow_id, run_id=run_id)
 
     def list_runs(
         self,
@@ -240,65 +144,8 @@ class Client:
         offset: int = 0,
     ) -> list[WorkflowRun]:
         """Runs, newest first, optionally of one workflow and one status."""
-        if status is not None and status not in _STATUSES:
-            raise ValueError(f"status must be one of {', '.join(_STATUSES)}, not {status!r}")
-        if not 1 <= limit <= 1000 or offset < 0:
-            raise ValueError("limit must be 1..1000 and offset at least 0")
-        name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
-        runs = self._portal.call(
-            self._store.list_runs(workflow_name=name, status=status, limit=limit, offset=offset)
-        )
-        return [WorkflowRun.from_record(r) for r in runs]
+        return self._backend.list_runs(workflow=workflow, status=status, limit=limit, offset=offset)
 
     def list_workers(self) -> list[WorkerRecord]:
         """The workers registered with the store (a worker deregisters when it stops)."""
-        return self._portal.call(self._store.list_workers())
-
-    async def _find(self, workflow_id: str, run_id: str | None) -> RunRecord:
-        if run_id is not None:
-            run = await self._store.get_run(run_id)
-            if run is not None and run.workflow_id == workflow_id:
-                return run
-            raise RunNotFoundError(f"no run {run_id!r} of workflow id {workflow_id!r}")
-        run = await self._store.find_run(workflow_id)
-        if run is None:
-            raise RunNotFoundError(f"no run has workflow id {workflow_id!r}")
-        return run
-
-
-def _inputs(
-    workflow_or_name: WorkflowDefinition[..., Any] | str, value: Any
-) -> tuple[str, dict[str, Any], str]:
-    if isinstance(workflow_or_name, WorkflowDefinition):
-        return (
-            workflow_or_name.name,
-            workflow_or_name.bind_input(value),
-            workflow_or_name.code_version,
-        )
-    if not isinstance(workflow_or_name, str) or not workflow_or_name:
-        raise TypeError(
-            f"trigger_workflow needs a @workflow or its name, not {type(workflow_or_name).__name__}"
-        )
-    known = registry.workflows.get(workflow_or_name)
-    if known is not None:
-        return known.name, known.bind_input(value), known.code_version
-    if value is None:
-        return workflow_or_name, {"args": [], "kwargs": {}}, ""
-    check_json(value, f"input of workflow {workflow_or_name!r}")
-    if isinstance(value, dict):
-        return workflow_or_name, {"args": [], "kwargs": value}, ""
-    if isinstance(value, list):
-        return workflow_or_name, {"args": value, "kwargs": {}}, ""
-    raise PayloadError(
-        f"input of workflow {workflow_or_name!r} must be a mapping of parameter names "
-        f"(or a list), not {type(value).__name__}"
-    )
-
-
-def _check_id(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _ID.match(value):
-        raise ValueError(
-            f"{what} {value!r} is not valid: use 1-200 letters, digits and ._:@/+=- "
-            "starting with a letter or digit"
-        )
-    return value
+        return self._backend.list_workers()

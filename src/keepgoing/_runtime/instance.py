@@ -219,7 +219,9 @@ class WorkflowInstance:
         try:
             result = await self.fn(*inputs.get("args", []), **inputs.get("kwargs", {}))
             check_json(result, f"the result of workflow {self.workflow_name!r}")
-        except Exception as exc:  # the workflow's own failure is data, not a crash
+        # A CancelledError that escapes the workflow (it cancelled and awaited one of
+        # its own tasks) is its failure too; otherwise the run would never end.
+        except (Exception, asyncio.CancelledError) as exc:  # its failure is data, not a crash
             self.failure = exc
             self._emit(ev.WorkflowFailed(error=error_info(exc)))
         else:

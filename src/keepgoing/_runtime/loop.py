@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -82,6 +83,12 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
+        if math.isnan(when):
+            raise ValueError("a workflow timer cannot be due at NaN; pass a number of seconds")
+        if math.isinf(when) and when > 0:
+            # ``asyncio.sleep(math.inf)``: it can never fire, so there is nothing to
+            # record (and an infinite deadline is not JSON).
+            return asyncio.TimerHandle(when, callback, args, self, context)
         if when <= self._time:
             # Already due: run on the next step. Deterministic, so no command.
             handle = asyncio.TimerHandle(when, callback, args, self, context)
