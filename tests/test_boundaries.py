@@ -51,7 +51,6 @@ ALLOWED_STDLIB = frozenset(
         "traceback",
         "typing",
         "uuid",
-        "zlib",
     }
 )
 

@@ -11,9 +11,11 @@ The tree::
     ├── WorkflowNotFoundError            workflow_not_found (also LookupError)
     ├── RunNotFoundError                 run_not_found      (also LookupError)
     ├── WorkflowAlreadyRunningError      workflow_running
+    ├── WorkflowNotRunningError          workflow_not_running
     ├── WorkflowFailedError              workflow_failed
     ├── WorkflowBlockedError             workflow_blocked
     ├── TaskFailedError                  task_failed
+    ├── WorkflowMessageTimeoutError      message_timeout    (also TimeoutError)
     ├── NondeterminismError              nondeterminism
     ├── WorkerImportError                worker_import
     └── StoreError                       store_error
@@ -43,7 +45,9 @@ __all__ = [
     "WorkflowAlreadyRunningError",
     "WorkflowBlockedError",
     "WorkflowFailedError",
+    "WorkflowMessageTimeoutError",
     "WorkflowNotFoundError",
+    "WorkflowNotRunningError",
 ]
 
 
@@ -107,6 +111,18 @@ class WorkflowAlreadyRunningError(KeepgoingError):
         )
         self.workflow_id = workflow_id
         self.run_id = run_id
+
+
+class WorkflowNotRunningError(KeepgoingError):
+    """The workflow's run has ended: it takes no messages and cannot be cancelled."""
+
+    code = "workflow_not_running"
+
+
+class WorkflowMessageTimeoutError(KeepgoingError, TimeoutError):
+    """``wait_for_message`` or ``wait_for_event`` timed out."""
+
+    code = "message_timeout"
 
 
 class WorkflowFailedError(KeepgoingError):

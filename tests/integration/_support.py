@@ -257,3 +257,8 @@ def cmd_of(history: list[ev.Event], task_name: str) -> int:
     """The command number of the (single) step named ``task_name``."""
     (scheduled,) = of_type(history, ev.TaskScheduled, name=task_name)
     return int(scheduled.cmd)
+
+
+def pid_of(worker_id: str) -> int:
+    """The pid inside a worker id ``<host>-<pid>-<hex>``."""
+    return int(worker_id.rsplit("-", 2)[-2])

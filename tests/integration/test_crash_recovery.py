@@ -9,7 +9,7 @@ import pytest
 import keepgoing
 from keepgoing._history import events as ev
 
-from ._support import Sandbox, Workers, cmd_of, of_type, wait_until
+from ._support import Sandbox, Workers, cmd_of, of_type, pid_of, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -42,9 +42,9 @@ def test_sigkill_mid_step_resumes_on_another_worker(
     history = client.history(handle.workflow_id)
     b = cmd_of(history, "step_b")
     (lost,) = of_type(history, ev.TaskAttemptFailed, cmd=b)
-    assert (lost.reason, lost.attempt) == ("worker_lost", 1)
+    assert (lost.reason, lost.attempt, pid_of(lost.worker)) == ("worker_lost", 1, first.pid)
     (completed_b,) = of_type(history, ev.TaskCompleted, cmd=b)
-    assert completed_b.attempt == 2
+    assert (completed_b.attempt, pid_of(completed_b.worker)) == (2, second.pid)
     for name in ("step_a", "step_b", "step_c"):
         assert len(of_type(history, ev.TaskCompleted, cmd=cmd_of(history, name))) == 1
     assert len(of_type(history, ev.WorkflowCompleted)) == 1
@@ -90,9 +90,10 @@ def test_frozen_worker_loses_its_lease_and_its_late_result_is_rejected(
     history = client.history(handle.workflow_id)
     b = cmd_of(history, "step_b")
     (completed_b,) = of_type(history, ev.TaskCompleted, cmd=b)
-    assert (completed_b.attempt, completed_b.result["pid"]) == (2, healthy.pid)
+    assert (completed_b.attempt, pid_of(completed_b.worker)) == (2, healthy.pid)
+    assert completed_b.result["pid"] == healthy.pid
     (lost,) = of_type(history, ev.TaskAttemptFailed, cmd=b)
-    assert (lost.reason, lost.attempt) == ("worker_lost", 1)
+    assert (lost.reason, lost.attempt, pid_of(lost.worker)) == ("worker_lost", 1, frozen.pid)
     assert len(of_type(history, ev.TaskCompleted, cmd=cmd_of(history, "step_c"))) == 1
     assert len(kg.effects("done", "c")) == 1
     assert len(of_type(history, ev.WorkflowCompleted)) == 1

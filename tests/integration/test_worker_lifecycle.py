@@ -14,7 +14,7 @@ import keepgoing
 from keepgoing import WorkflowRunHandle
 from keepgoing._history import events as ev
 
-from ._support import Sandbox, WorkerProcess, Workers, cmd_of, of_type, wait_until
+from ._support import Sandbox, WorkerProcess, Workers, cmd_of, of_type, pid_of, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -74,11 +74,6 @@ def _sigterm_mid_step(
     return first, second, handle
 
 
-def _pid(worker_id: str) -> int:
-    """The pid inside a worker id ``<host>-<pid>-<hex>``."""
-    return int(worker_id.rsplit("-", 2)[-2])
-
-
 @pytest.mark.timeout(45)
 def test_sigterm_lets_the_running_step_finish_and_exits_zero(
     kg: Sandbox, workers: Workers, client: keepgoing.Client
@@ -89,7 +84,7 @@ def test_sigterm_lets_the_running_step_finish_and_exits_zero(
     for name in ("step_a", "step_b", "step_c"):
         assert len(of_type(history, ev.TaskCompleted, cmd=cmd_of(history, name))) == 1
     (completed_b,) = of_type(history, ev.TaskCompleted, cmd=cmd_of(history, "step_b"))
-    assert (completed_b.attempt, _pid(completed_b.worker)) == (1, first.pid)  # finished, not cut
+    assert (completed_b.attempt, pid_of(completed_b.worker)) == (1, first.pid)  # finished, not cut
     assert [e.pid for e in kg.effects("done", "a")] == [first.pid]
     assert [e.pid for e in kg.effects("done", "b")] == [first.pid]
     assert kg.effects("done", "c")
@@ -116,6 +111,6 @@ def test_a_stopping_worker_claims_no_new_step(
         history, ev.TaskAttemptFailed, cmd=c
     )
     # SIGTERM came while b ran: c is new work, which a stopping worker must leave alone.
-    assert [_pid(e.worker) for e in attempts_of_c] == [second.pid]
+    assert [pid_of(e.worker) for e in attempts_of_c] == [second.pid]
     assert [e.pid for e in kg.effects("start", "c")] == [second.pid]
     assert [e.pid for e in kg.effects("done", "c")] == [second.pid]

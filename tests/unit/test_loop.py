@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import math
 import time
+import zlib
 from collections.abc import Callable
 
 import pytest
@@ -353,6 +354,50 @@ def test_handle_result_before_completion_raises_invalid_state(make_sim: MakeSim)
     assert sim.activate().commands[-1] == ev.WorkflowCompleted(result="not yet")
 
 
+def test_other_asyncio_primitives_work_unchanged(make_sim: MakeSim) -> None:
+    async def wf() -> dict[str, object]:
+        first = asyncio.ensure_future(fetch(1))
+        second = asyncio.ensure_future(fetch(2))
+        done, pending = await asyncio.wait(
+            [first, second], return_when=asyncio.FIRST_COMPLETED, timeout=100
+        )
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        produced = asyncio.Event()
+
+        async def producer() -> None:
+            for i in range(3):
+                await queue.put(i)
+            produced.set()
+
+        async with asyncio.Lock():
+            worker = asyncio.create_task(producer())
+            await produced.wait()
+        await worker
+        items = [queue.get_nowait() for _ in range(queue.qsize())]
+        shielded = await asyncio.shield(fetch(3))
+        return {
+            "first": [t.result() for t in done],
+            "pending": len(pending),
+            "items": items,
+            "shielded": shielded,
+        }
+
+    sim = make_sim(wf)
+    assert keys(sim.activate().commands) == [
+        ("TaskScheduled", 1, "loop.fetch"),
+        ("TaskScheduled", 2, "loop.fetch"),
+        ("TimerStarted", 3, ""),
+    ]
+    sim.complete(2, 20)
+    assert keys(sim.activate().commands) == [
+        ("TimerCancelled", 3, ""),
+        ("TaskScheduled", 4, "loop.fetch"),
+    ]
+    sim.complete(4, 40)
+    sim.activate()
+    assert sim.result() == {"first": [20], "pending": 1, "items": [0, 1, 2], "shielded": 40}
+
+
 # -- determinism ------------------------------------------------------------
 
 
@@ -497,6 +542,21 @@ def test_random_and_uuid4_differ_between_run_ids(make_sim: MakeSim) -> None:
     assert a["values"] != b["values"]
     assert a["ids"] != b["ids"]
     assert a["before"] == b["before"]  # time comes from history, not the run id
+
+
+def test_run_ids_whose_crc32_collide_still_get_different_values() -> None:
+    # These two run ids have the same CRC-32; the seed must use the whole id.
+    ids = ("55cea0d4501943f79390a3421fff408f", "fd19c5765a8540228d493367b4f61899")
+    assert zlib.crc32(ids[0].encode()) == zlib.crc32(ids[1].encode())
+    instances = [
+        WorkflowInstance(sleeper, run_id=i, workflow_id="w", workflow_name="wf") for i in ids
+    ]
+    try:
+        assert instances[0].uuid4() != instances[1].uuid4()
+        assert instances[0].random() != instances[1].random()
+    finally:
+        for instance in instances:
+            instance.close()
 
 
 def test_time_is_the_newest_delivered_input(make_sim: MakeSim) -> None:

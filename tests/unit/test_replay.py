@@ -233,7 +233,7 @@ def test_trap1_replay_delivers_the_late_input_at_the_next_marker() -> None:
         assert instance.last_input_seq == 10
     finally:
         instance.close()
-    replay(history, workflow(race, name="replay.race"))
+    replay(history, workflow(name="replay.race")(race))
 
 
 def test_trap1_replay_of_the_prefix_reproduces_the_final_commands() -> None:
@@ -310,15 +310,15 @@ def test_inputs_after_the_last_marker_are_delivered_live(make_sim: MakeSim) -> N
 
 def test_testing_replay_accepts_events_and_json_text(make_sim: MakeSim) -> None:
     sim = _finished_run(make_sim, calls_a)
-    definition = workflow(calls_a, name="replay.calls_a")
+    definition = workflow(name="replay.calls_a")(calls_a)
     replay(sim.history, definition)
     replay(dumps_history(sim.history), definition)
     replay(dumps_history(sim.history).encode(), definition)
     with pytest.raises(NondeterminismError):
-        replay(sim.history, workflow(calls_b, name="replay.calls_b"))
+        replay(sim.history, workflow(name="replay.calls_b")(calls_b))
 
 
 def test_testing_replay_needs_a_workflow_started_event() -> None:
-    definition = workflow(calls_a, name="replay.calls_a")
+    definition = workflow(name="replay.calls_a")(calls_a)
     with pytest.raises(ValueError, match="WorkflowStarted"):
         replay([ev.ActivationCompleted(seq=1, saw_upto=0, time=T0)], definition)

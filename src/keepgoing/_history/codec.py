@@ -26,6 +26,19 @@ _CLASSES: dict[str, type[ev.Event]] = {
         ev.WorkflowCompleted,
         ev.WorkflowFailed,
         ev.WorkflowBlocked,
+        ev.MessageReceived,
+        ev.MessageWaitStarted,
+        ev.MessageSent,
+        ev.MessageDelivered,
+        ev.ChildStarted,
+        ev.ChildRunStarted,
+        ev.ChildEnded,
+        ev.EventWaitStarted,
+        ev.EventReceived,
+        ev.TaskCancelRequested,
+        ev.CancelRequested,
+        ev.WorkflowCancelled,
+        ev.WorkflowContinuedAsNew,
     )
 }
 
@@ -58,7 +71,7 @@ def decode(body: dict[str, Any]) -> ev.Event:
     cls = _CLASSES.get(str(name))
     if cls is None:
         raise ValueError(f"unknown history event type {name!r}")
-    if isinstance(data.get("error"), dict):
+    if isinstance(data.get("error"), dict):  # ErrorInfo is the only nested type
         data["error"] = ev.ErrorInfo(**data["error"])
     return cls(**data)
 

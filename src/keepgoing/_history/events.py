@@ -25,6 +25,19 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ActivationCompleted",
+    "CancelRequested",
+    "ChildEnded",
+    "ChildRunStarted",
+    "ChildStarted",
+    "EventReceived",
+    "EventWaitStarted",
+    "MessageDelivered",
+    "MessageReceived",
+    "MessageSent",
+    "MessageWaitStarted",
+    "TaskCancelRequested",
+    "WorkflowCancelled",
+    "WorkflowContinuedAsNew",
     "ErrorInfo",
     "Event",
     "TaskAttemptFailed",
@@ -70,6 +83,9 @@ class WorkflowStarted(Event):
     input: dict[str, Any]
     code_version: str
     task_queue: str = "default"
+    parent_workflow_id: str | None = None
+    parent_run_id: str | None = None
+    continued_from: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,3 +185,159 @@ class WorkflowFailed(Event):
 @dataclass(frozen=True, kw_only=True)
 class WorkflowBlocked(Event):
     reason: str
+
+
+# -- messages, events, children, cancellation (inputs unless marked) ----------------
+@dataclass(frozen=True, kw_only=True)
+class MessageReceived(Event):
+    """A message for this run, in send order. ``sender_kind`` and ``sender_id``
+    are stamped by the orchestrator: user, service_token, workflow or local."""
+
+    ROLE: ClassVar[str] = "input"
+    message_id: str
+    name: str
+    payload: Any
+    sender_kind: str
+    sender_id: str
+    sent_at: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageWaitStarted(Event):
+    """Command: the workflow waits for a message named ``name``."""
+
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+    name: str
+    timeout: float | None = None
+
+    def key(self) -> tuple[str, int, str]:
+        return ("MessageWaitStarted", self.cmd, self.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageSent(Event):
+    """Command: send ``name`` to the running workflow ``workflow_id``."""
+
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+    workflow_id: str
+    name: str
+    payload: Any = None
+
+    def key(self) -> tuple[str, int, str]:
+        return ("MessageSent", self.cmd, self.name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageDelivered(Event):
+    """Whether a ``MessageSent`` reached its target (``error`` says why not)."""
+
+    ROLE: ClassVar[str] = "input"
+    cmd: int
+    message_id: str | None = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildStarted(Event):
+    """Command: start a child workflow run."""
+
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+    workflow_name: str
+    workflow_id: str
+    input: dict[str, Any]
+    task_queue: str | None = None
+
+    def key(self) -> tuple[str, int, str]:
+        return ("ChildStarted", self.cmd, self.workflow_name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildRunStarted(Event):
+    """The child run exists (``run_id``), or could not start (``error``)."""
+
+    ROLE: ClassVar[str] = "input"
+    cmd: int
+    workflow_id: str
+    run_id: str | None = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildEnded(Event):
+    """The child run ended: completed (``result``), failed or cancelled (``error``)."""
+
+    ROLE: ClassVar[str] = "input"
+    cmd: int
+    workflow_id: str
+    run_id: str
+    status: str
+    result: Any = None
+    error: ErrorInfo | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventWaitStarted(Event):
+    """Command: wait for an external event by type and correlation id."""
+
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+    event_type: str
+    correlation_id: str
+    deadline: float | None = None
+
+    def key(self) -> tuple[str, int, str]:
+        return ("EventWaitStarted", self.cmd, self.event_type)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventReceived(Event):
+    """The external event that matched the wait ``cmd``."""
+
+    ROLE: ClassVar[str] = "input"
+    cmd: int
+    event_id: str
+    event_type: str
+    correlation_id: str
+    payload: Any = None
+    published_at: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskCancelRequested(Event):
+    """Command: the workflow stopped waiting for a running task; stop its attempt."""
+
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+
+    def key(self) -> tuple[str, int, str]:
+        return ("TaskCancelRequested", self.cmd, "")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CancelRequested(Event):
+    """Someone asked the run to stop; the workflow sees ``asyncio.CancelledError``."""
+
+    ROLE: ClassVar[str] = "input"
+    reason: str = ""
+    actor_kind: str = ""
+    actor_id: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowCancelled(Event):
+    """Command: the run ended cancelled."""
+
+    ROLE: ClassVar[str] = "command"
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkflowContinuedAsNew(Event):
+    """Command: end this run and start a new one with the same workflow id and ``input``."""
+
+    ROLE: ClassVar[str] = "command"
+    input: dict[str, Any]
+    new_run_id: str = ""

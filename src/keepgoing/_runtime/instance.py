@@ -18,7 +18,6 @@ import asyncio
 import random as _random
 import traceback
 import uuid as _uuid
-import zlib
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,7 +85,9 @@ class WorkflowInstance:
         self.workflow_id = workflow_id
         self.workflow_name = workflow_name
         self.loop = WorkflowLoop(self)  # type: ignore[abstract]
-        self.rng = _random.Random(zlib.crc32(run_id.encode()))
+        # Seeded by the whole run id (a str seed is hashed with SHA-512, stable across
+        # processes): a 32-bit seed made uuid4() repeat between runs after ~100k runs.
+        self.rng = _random.Random(run_id)
         self.position = 0  # the last history seq this instance has consumed
         self.last_input_seq = 0  # the last input seq delivered
         self.fence = 0  # the run's fence after this instance's last commit (set by the worker)

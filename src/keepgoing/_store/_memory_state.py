@@ -24,19 +24,24 @@ from keepgoing._history.events import (
     TimerCancelled,
     TimerStarted,
     WorkflowBlocked,
+    WorkflowCancelled,
     WorkflowCompleted,
     WorkflowFailed,
+    WorkflowStarted,
 )
+from keepgoing._store import _memory_messaging as messaging
 from keepgoing._store.records import (
+    OPEN,
     TERMINAL,
     CommitResult,
     RunRecord,
     RunStatus,
+    StartRequest,
     TaskClaim,
     WorkerRecord,
 )
 from keepgoing._store.transitions import FailureDecision, decide_failure
-from keepgoing.errors import StoreError
+from keepgoing.errors import StoreError, WorkflowAlreadyRunningError
 
 __all__ = ["MemoryState", "RunRow", "TaskRow", "TimerRow"]
 
@@ -70,6 +75,11 @@ class RunRow:
     history: list[Event] = field(default_factory=list)
     task_cmds: list[int] = field(default_factory=list)
     timer_cmds: list[int] = field(default_factory=list)
+    parent_workflow_id: str | None = None
+    parent_run_id: str | None = None
+    parent_cmd: int | None = None
+    continued_from: str | None = None
+    continued_to: str | None = None
 
     def record(self) -> RunRecord:
         """A detached, frozen copy of the run."""
@@ -90,6 +100,10 @@ class RunRow:
             last_input_seq=self.last_input_seq,
             runnable=self.runnable,
             ended_at=self.ended_at,
+            parent_workflow_id=self.parent_workflow_id,
+            parent_run_id=self.parent_run_id,
+            continued_from=self.continued_from,
+            continued_to=self.continued_to,
         )
 
     def lease_held(self, now: float) -> bool:
@@ -163,11 +177,60 @@ class MemoryState:
         self.runnable_runs: dict[str, RunRow] = {}
         self.runs_by_workflow: dict[str, list[RunRow]] = {}
         self.workers: dict[str, tuple[int, WorkerRecord]] = {}
+        self.messaging = messaging.MessagingState()
         self._counter = itertools.count(1)
 
     def tick(self) -> int:
         """The next value of a store-wide counter, used for stable ordering."""
         return next(self._counter)
+
+    def create_run(self, request: StartRequest) -> RunRow:
+        """A running, runnable run with ``WorkflowStarted`` at seq 1.
+
+        Raises:
+            WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
+            StoreError: ``run_id`` is already taken.
+        """
+        if request.run_id in self.runs:
+            raise StoreError(f"a run with id {request.run_id!r} already exists")
+        for other in self.runs_by_workflow.get(request.workflow_id, []):
+            if other.status in OPEN:
+                raise WorkflowAlreadyRunningError(request.workflow_id, other.run_id)
+        run = RunRow(
+            run_id=request.run_id,
+            workflow_id=request.workflow_id,
+            workflow_name=request.workflow_name,
+            status="running",
+            input=copy.deepcopy(request.input),
+            task_queue=request.task_queue,
+            code_version=request.code_version,
+            created_at=request.now,
+            updated_at=request.now,
+            order=self.tick(),
+            parent_workflow_id=request.parent_workflow_id,
+            parent_run_id=request.parent_run_id,
+            parent_cmd=request.parent_cmd,
+            continued_from=request.continued_from,
+        )
+        self.runs[run.run_id] = run
+        self.runs_by_workflow.setdefault(run.workflow_id, []).append(run)
+        started = WorkflowStarted(
+            workflow_name=run.workflow_name,
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+            input=request.input,
+            code_version=run.code_version,
+            task_queue=run.task_queue,
+            parent_workflow_id=run.parent_workflow_id,
+            parent_run_id=run.parent_run_id,
+            continued_from=run.continued_from,
+        )
+        self.append(run, started, request.now)
+        return run
+
+    def newest_run(self, workflow_id: str) -> RunRow | None:
+        runs = self.runs_by_workflow.get(workflow_id, [])
+        return max(runs, key=lambda r: (r.created_at, r.order), default=None)
 
     # -- history ---------------------------------------------------------------
     def append(self, run: RunRow, event: Event, at: float) -> Event:
@@ -337,7 +400,7 @@ class MemoryState:
             if task is not None:
                 scheduled.append(task)
         if run.status in TERMINAL:
-            self._cancel_open_work(run)
+            self.close_run(run, now)
         elif blocked_reason is not None:
             last_seq = self.append(run, WorkflowBlocked(reason=blocked_reason), now).seq
             run.status = "blocked"
@@ -366,11 +429,28 @@ class MemoryState:
             pending = self.pending_timers.pop((run.run_id, command.cmd), None)
             if pending is not None:
                 pending.status = "cancelled"
-        elif isinstance(command, WorkflowCompleted) and run.status not in TERMINAL:
-            run.status, run.result, run.ended_at = "completed", copy.deepcopy(command.result), now
-        elif isinstance(command, WorkflowFailed) and run.status not in TERMINAL:
-            run.status, run.error, run.ended_at = "failed", command.error, now
+        elif isinstance(command, WorkflowCompleted | WorkflowFailed | WorkflowCancelled):
+            self.end_run(run, command, now)
+        else:
+            messaging.apply_command(self, run, command, now)
         return None
+
+    def end_run(self, run: RunRow, command: Event, now: float) -> None:
+        """Set the run's final status from ``command``; :meth:`close_run` settles the rest."""
+        if run.status in TERMINAL:
+            return
+        if isinstance(command, WorkflowCompleted):
+            run.status, run.result = "completed", copy.deepcopy(command.result)
+        elif isinstance(command, WorkflowFailed):
+            run.status, run.error = "failed", command.error
+        else:
+            assert isinstance(command, WorkflowCancelled)
+            message = command.reason or "cancelled"
+            run.status = "cancelled"
+            run.error = ErrorInfo(type="asyncio.CancelledError", message=message)
+        run.ended_at = now
+        self.set_runnable(run, False)
+        self.set_run_lease(run, None, None)
 
     def _create_task(self, run: RunRow, command: TaskScheduled, now: float) -> TaskRow:
         task = TaskRow(
@@ -391,6 +471,11 @@ class MemoryState:
         self.set_task_status(task, "pending")
         run.task_cmds.append(command.cmd)
         return task
+
+    def close_run(self, run: RunRow, now: float) -> None:
+        """Cancel an ended run's open work and waits; tell its children and parent."""
+        self._cancel_open_work(run)
+        messaging.after_run_ended(self, run, now, notify_parent=run.status != "continued")
 
     def _cancel_open_work(self, run: RunRow) -> None:
         # An ended run accepts no further completions: its open tasks are cancelled,

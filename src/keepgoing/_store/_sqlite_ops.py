@@ -16,13 +16,15 @@ from typing import Any
 from keepgoing._history import events as ev
 from keepgoing._history.codec import decode, encode_at
 from keepgoing._payload import dumps, loads
+from keepgoing._store import _sqlite_messaging as messaging
 from keepgoing._store import records as rec
 from keepgoing._store.transitions import decide_failure
 from keepgoing.errors import WorkflowAlreadyRunningError
 
 RUN_COLUMNS = (
     "run_id, workflow_id, workflow_name, status, input, task_queue, code_version, created_at, "
-    "updated_at, result, error, blocked_reason, fence, last_input_seq, runnable, ended_at"
+    "updated_at, result, error, blocked_reason, fence, last_input_seq, runnable, ended_at, "
+    "parent_workflow_id, parent_run_id, continued_from, continued_to"
 )
 TASK_COLUMNS = (
     "run_id, workflow_id, cmd, name, args, kwargs, attempt, fence, started_at, deadline, "
@@ -54,6 +56,10 @@ def run_record(row: sqlite3.Row | tuple[Any, ...]) -> rec.RunRecord:
         last_input_seq=row[13],
         runnable=bool(row[14]),
         ended_at=row[15],
+        parent_workflow_id=row[16],
+        parent_run_id=row[17],
+        continued_from=row[18],
+        continued_to=row[19],
     )
 
 
@@ -88,8 +94,9 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
         raise WorkflowAlreadyRunningError(req.workflow_id, open_row[0])
     conn.execute(
         "INSERT INTO runs (run_id, workflow_id, workflow_name, status, input, task_queue, "
-        "code_version, created_at, updated_at, next_seq, runnable, runnable_since) "
-        "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 1, 0, NULL)",
+        "code_version, created_at, updated_at, next_seq, runnable, runnable_since, "
+        "parent_workflow_id, parent_run_id, parent_cmd, continued_from) "
+        "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 1, 0, NULL, ?, ?, ?, ?)",
         (
             req.run_id,
             req.workflow_id,
@@ -99,6 +106,10 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
             req.code_version,
             req.now,
             req.now,
+            req.parent_workflow_id,
+            req.parent_run_id,
+            req.parent_cmd,
+            req.continued_from,
         ),
     )
     started = ev.WorkflowStarted(
@@ -108,6 +119,9 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
         input=req.input,
         code_version=req.code_version,
         task_queue=req.task_queue,
+        parent_workflow_id=req.parent_workflow_id,
+        parent_run_id=req.parent_run_id,
+        continued_from=req.continued_from,
     )
     append(conn, req.run_id, [started], req.now)
     return get_run(conn, req.run_id)  # type: ignore[return-value]
@@ -309,8 +323,10 @@ def apply_commands(
                 "AND status = 'pending'",
                 (run_id, command.cmd),
             )
-        elif isinstance(command, ev.WorkflowCompleted | ev.WorkflowFailed):
+        elif isinstance(command, ev.WorkflowCompleted | ev.WorkflowFailed | ev.WorkflowCancelled):
             end_run(conn, run_id, command, now)
+        else:
+            messaging.apply_command(conn, run, command, now)
     return eager
 
 
@@ -384,16 +400,29 @@ def _task_claim_row(conn: sqlite3.Connection, run_id: str, cmd: int) -> rec.Task
 
 
 def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float) -> None:
+    """End a run as the command says, then settle what depended on it."""
+    result = error = None
     if isinstance(command, ev.WorkflowCompleted):
-        status, result, error = "completed", dumps(command.result), None
+        status, result = "completed", dumps(command.result)
+    elif isinstance(command, ev.WorkflowFailed):
+        status, error = "failed", dumps(dataclasses.asdict(command.error))
     else:
-        assert isinstance(command, ev.WorkflowFailed)
-        status, result, error = "failed", None, dumps(dataclasses.asdict(command.error))
+        assert isinstance(command, ev.WorkflowCancelled)
+        status = "cancelled"
+        info = ev.ErrorInfo(type="asyncio.CancelledError", message=command.reason or "cancelled")
+        error = dumps(dataclasses.asdict(info))
     conn.execute(
         "UPDATE runs SET status = ?, result = ?, error = ?, ended_at = ?, updated_at = ?, "
-        "runnable = 0 WHERE run_id = ?",
+        "runnable = 0, lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?",
         (status, result, error, now, now, run_id),
     )
+    close_run(conn, run_id, now)
+
+
+def close_run(
+    conn: sqlite3.Connection, run_id: str, now: float, *, notify_parent: bool = True
+) -> None:
+    """Cancel an ended run's open timers, tasks and waits; tell its parent and children."""
     conn.execute(
         "UPDATE timers SET status = 'cancelled' WHERE run_id = ? AND status = 'pending'", (run_id,)
     )
@@ -402,6 +431,7 @@ def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float
         "WHERE run_id = ? AND status IN ('pending', 'running')",
         (run_id,),
     )
+    messaging.after_run_ended(conn, run_id, now, notify_parent=notify_parent)
 
 
 def release_activation(conn: sqlite3.Connection, run_id: str, fence: int) -> None:

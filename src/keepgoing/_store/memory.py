@@ -17,15 +17,22 @@ import dataclasses
 import threading
 from collections.abc import Sequence
 
-from keepgoing._history.events import ErrorInfo, Event, TaskCompleted, TimerFired, WorkflowStarted
+from keepgoing._history.events import ErrorInfo, Event, TaskCompleted, TimerFired
+from keepgoing._store import _memory_messaging as messaging
 from keepgoing._store._memory_state import MemoryState, RunRow, TaskRow
 from keepgoing._store.doorbell import LocalBell
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
     ActivationClaim,
     ActivationCommit,
+    AuditEntry,
+    CancelRequest,
     CommitResult,
+    EventPublished,
+    EventRequest,
     FastActivation,
+    Lineage,
+    MessageRequest,
     RunRecord,
     StartRequest,
     TaskClaim,
@@ -33,7 +40,6 @@ from keepgoing._store.records import (
     TaskOutcomeResult,
     WorkerRecord,
 )
-from keepgoing.errors import StoreError, WorkflowAlreadyRunningError
 
 __all__ = ["MemoryStore"]
 
@@ -70,35 +76,7 @@ class MemoryStore(Store):
             StoreError: ``run_id`` is already taken.
         """
         with self._lock:
-            s = self._state
-            if request.run_id in s.runs:
-                raise StoreError(f"a run with id {request.run_id!r} already exists")
-            for other in s.runs_by_workflow.get(request.workflow_id, []):
-                if other.status in ("running", "blocked"):
-                    raise WorkflowAlreadyRunningError(request.workflow_id, other.run_id)
-            run = RunRow(
-                run_id=request.run_id,
-                workflow_id=request.workflow_id,
-                workflow_name=request.workflow_name,
-                status="running",
-                input=copy.deepcopy(request.input),
-                task_queue=request.task_queue,
-                code_version=request.code_version,
-                created_at=request.now,
-                updated_at=request.now,
-                order=s.tick(),
-            )
-            s.runs[run.run_id] = run
-            s.runs_by_workflow.setdefault(run.workflow_id, []).append(run)
-            started = WorkflowStarted(
-                workflow_name=run.workflow_name,
-                workflow_id=run.workflow_id,
-                run_id=run.run_id,
-                input=request.input,
-                code_version=run.code_version,
-                task_queue=run.task_queue,
-            )
-            s.append(run, started, request.now)
+            run = self._state.create_run(request)
             self._notify()
             return run.record()
 
@@ -398,6 +376,50 @@ class MemoryStore(Store):
                 if run.lease_expires_at is not None
             )
             return min(times, default=None)
+
+    # -- messages, events, cancellation, lineage, audit -----------------------------
+    async def send_message(self, request: MessageRequest) -> str:
+        """Append ``MessageReceived`` to the open run of ``request.workflow_id``."""
+        with self._lock:
+            message_id = messaging.send_message(self._state, request)
+            self._notify()
+            return message_id
+
+    async def publish_event(self, request: EventRequest) -> EventPublished:
+        """Store an external event and deliver it to the runs waiting for it."""
+        with self._lock:
+            published = messaging.publish_event(self._state, request)
+            self._notify()
+            return published
+
+    async def cancel_run(self, request: CancelRequest) -> RunRecord:
+        """Ask the open run of ``workflow_id`` to stop."""
+        with self._lock:
+            run = messaging.cancel_run(self._state, request)
+            self._notify()
+            return run
+
+    async def lineage(self, workflow_id: str) -> Lineage:
+        """The newest run of ``workflow_id`` with its parent and children."""
+        with self._lock:
+            return messaging.lineage(self._state, workflow_id)
+
+    async def append_audit(self, entry: AuditEntry) -> int:
+        """Record ``entry``; returns its id."""
+        with self._lock:
+            return messaging.append_audit(self._state, entry)
+
+    async def list_audit(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        action: str | None = None,
+        workflow_id: str | None = None,
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first."""
+        with self._lock:
+            return messaging.list_audit(self._state, limit, offset, action, workflow_id)
 
     # -- notification ------------------------------------------------------------------
     async def wait_for_change(self, timeout: float, key: object | None = None) -> None:

@@ -33,8 +33,14 @@ from keepgoing._history.events import Event
 from keepgoing._store.records import (
     ActivationClaim,
     ActivationCommit,
+    AuditEntry,
+    CancelRequest,
     CommitResult,
+    EventPublished,
+    EventRequest,
     FastActivation,
+    Lineage,
+    MessageRequest,
     RunRecord,
     StartRequest,
     TaskClaim,
@@ -217,6 +223,64 @@ class Store(abc.ABC):
         """The earliest future instant at which work may become due: a pending
         timer's ``fire_at``, a pending task's ``available_at``, or a lease's
         expiry. None when nothing is scheduled."""
+
+    # -- messages, events, cancellation, lineage, audit -------------------------------
+    @abc.abstractmethod
+    async def send_message(self, request: MessageRequest) -> str:
+        """Append ``MessageReceived`` to the open run of ``request.workflow_id``.
+
+        Returns the new message id. Messages to one run keep their send order.
+
+        Raises:
+            RunNotFoundError: no run has that workflow id (or ``run_id``).
+            WorkflowNotRunningError: the run has ended.
+        """
+
+    @abc.abstractmethod
+    async def publish_event(self, request: EventRequest) -> EventPublished:
+        """Store an external event and deliver it to the runs waiting for it.
+
+        An ``event_id`` seen before changes nothing (``duplicate=True``). Each
+        open wait on (``event_type``, ``correlation_id``) gets ``EventReceived``;
+        an event with no waiter yet is kept, and matched when a wait starts.
+        Each run receives each event at most once.
+        """
+
+    @abc.abstractmethod
+    async def cancel_run(self, request: CancelRequest) -> RunRecord:
+        """Ask the open run of ``workflow_id`` to stop.
+
+        A running run gets ``CancelRequested`` (its workflow sees
+        ``CancelledError``); a blocked run, which cannot run code, ends as
+        cancelled at once, and so do its open children.
+
+        Raises:
+            RunNotFoundError: no such run.
+            WorkflowNotRunningError: the run has already ended (nothing changes).
+        """
+
+    @abc.abstractmethod
+    async def lineage(self, workflow_id: str) -> Lineage:
+        """The newest run of ``workflow_id`` with its parent and its children.
+
+        Raises:
+            RunNotFoundError: no run has that workflow id.
+        """
+
+    @abc.abstractmethod
+    async def append_audit(self, entry: AuditEntry) -> int:
+        """Record ``entry``; returns its id."""
+
+    @abc.abstractmethod
+    async def list_audit(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        action: str | None = None,
+        workflow_id: str | None = None,
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first, optionally of one action or workflow."""
 
     # -- notification ------------------------------------------------------------------
     @abc.abstractmethod

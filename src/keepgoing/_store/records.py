@@ -8,7 +8,14 @@ from typing import Any, Literal
 from keepgoing._history.events import ErrorInfo, Event
 
 __all__ = [
+    "OPEN",
     "TERMINAL",
+    "AuditEntry",
+    "CancelRequest",
+    "EventPublished",
+    "EventRequest",
+    "Lineage",
+    "MessageRequest",
     "ActivationClaim",
     "ActivationCommit",
     "CommitResult",
@@ -22,8 +29,9 @@ __all__ = [
     "WorkerRecord",
 ]
 
-RunStatus = Literal["running", "blocked", "completed", "failed", "cancelled"]
-TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+RunStatus = Literal["running", "blocked", "completed", "failed", "cancelled", "continued"]
+TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "continued"})
+OPEN: frozenset[str] = frozenset({"running", "blocked"})
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,10 @@ class RunRecord:
     last_input_seq: int = 0
     runnable: bool = False
     ended_at: float | None = None
+    parent_workflow_id: str | None = None
+    parent_run_id: str | None = None
+    continued_from: str | None = None
+    continued_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,76 @@ class StartRequest:
     task_queue: str
     code_version: str
     now: float
+    parent_workflow_id: str | None = None
+    parent_run_id: str | None = None
+    parent_cmd: int | None = None
+    continued_from: str | None = None
+
+
+@dataclass(frozen=True)
+class MessageRequest:
+    """A message for the open run of ``workflow_id`` (or exactly ``run_id``)."""
+
+    workflow_id: str
+    name: str
+    payload: Any
+    sender_kind: str
+    sender_id: str
+    now: float
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class EventRequest:
+    """An external event; ``event_id`` de-duplicates repeated deliveries."""
+
+    event_type: str
+    correlation_id: str
+    payload: Any
+    event_id: str
+    actor_kind: str
+    actor_id: str
+    now: float
+
+
+@dataclass(frozen=True)
+class EventPublished:
+    event_id: str
+    duplicate: bool
+    matched_runs: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    workflow_id: str
+    reason: str
+    actor_kind: str
+    actor_id: str
+    now: float
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """Who did what, when, to which workflow. ``id`` is given by the store."""
+
+    at: float
+    actor_kind: str
+    actor_id: str
+    action: str
+    workflow_id: str | None = None
+    run_id: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    id: int = 0
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A run with its parent run (if a child) and its child runs, oldest first."""
+
+    run: RunRecord
+    parent: RunRecord | None
+    children: list[RunRecord]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from keepgoing._clock import system_clock
 from keepgoing._history.events import Event, TaskScheduled, WorkflowCompleted, WorkflowFailed
 from keepgoing._store import _sqlite_leases as leases
+from keepgoing._store import _sqlite_messaging as messaging
 from keepgoing._store import _sqlite_ops as ops
 from keepgoing._store import records as rec
 from keepgoing._store._sqlite_thread import SqliteThread
@@ -197,6 +198,42 @@ class SqliteStore(Store):
     async def next_wakeup(self) -> float | None:
         when: float | None = await self._read(leases.next_wakeup)
         return when
+
+    # -- messages, events, cancellation, lineage, audit -----------------------------
+    async def send_message(self, request: rec.MessageRequest) -> str:
+        message_id: str = await self._write(lambda c: messaging.send_message(c, request), True)
+        return message_id
+
+    async def publish_event(self, request: rec.EventRequest) -> rec.EventPublished:
+        published: rec.EventPublished = await self._write(
+            lambda c: messaging.publish_event(c, request), lambda p: bool(p.matched_runs)
+        )
+        return published
+
+    async def cancel_run(self, request: rec.CancelRequest) -> rec.RunRecord:
+        run: rec.RunRecord = await self._write(lambda c: messaging.cancel_run(c, request), True)
+        return run
+
+    async def lineage(self, workflow_id: str) -> rec.Lineage:
+        found: rec.Lineage = await self._read(lambda c: messaging.lineage(c, workflow_id))
+        return found
+
+    async def append_audit(self, entry: rec.AuditEntry) -> int:
+        entry_id: int = await self._write(lambda c: messaging.append_audit(c, entry))
+        return entry_id
+
+    async def list_audit(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        action: str | None = None,
+        workflow_id: str | None = None,
+    ) -> list[rec.AuditEntry]:
+        entries: list[rec.AuditEntry] = await self._read(
+            lambda c: messaging.list_audit(c, limit, offset, action, workflow_id)
+        )
+        return entries
 
     async def wait_for_change(self, timeout: float, key: object | None = None) -> None:
         await self._bell.wait(timeout, key)
