@@ -5,9 +5,23 @@ checkpointed step, whose waits are durable timers held by the orchestrator,
 and which carry on from the last finished step when their worker is killed.
 """
 
+from keepgoing._api.children import (
+    ChildHandle,
+    ExternalEvent,
+    continue_as_new,
+    parent_workflow_id,
+    start_child,
+    wait_for_event,
+)
 from keepgoing._api.client import Client
 from keepgoing._api.context import current_workflow_id, now, operation_id, random, uuid4
 from keepgoing._api.durations import Duration, parse_duration
+from keepgoing._api.messages import (
+    WorkflowMessage,
+    local_messages,
+    send_message,
+    wait_for_message,
+)
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._api.task import TaskDefinition, TaskHandle, task
 from keepgoing._api.workflow import WorkflowDefinition, workflow
@@ -27,17 +41,22 @@ from keepgoing.errors import (
     WorkerImportError,
     WorkflowAlreadyRunningError,
     WorkflowBlockedError,
+    WorkflowCancelledError,
     WorkflowFailedError,
+    WorkflowMessageTimeoutError,
     WorkflowNotFoundError,
+    WorkflowNotRunningError,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChildHandle",
     "Client",
     "ConfigurationError",
     "DuplicateNameError",
     "Duration",
+    "ExternalEvent",
     "InvalidDurationError",
     "InvalidStoreURLError",
     "KeepgoingError",
@@ -53,17 +72,28 @@ __all__ = [
     "WorkerSettings",
     "WorkflowAlreadyRunningError",
     "WorkflowBlockedError",
+    "WorkflowCancelledError",
     "WorkflowDefinition",
     "WorkflowFailedError",
+    "WorkflowMessage",
+    "WorkflowMessageTimeoutError",
     "WorkflowNotFoundError",
+    "WorkflowNotRunningError",
     "WorkflowRun",
     "WorkflowRunHandle",
+    "continue_as_new",
     "current_workflow_id",
+    "local_messages",
     "now",
     "operation_id",
+    "parent_workflow_id",
     "parse_duration",
     "random",
+    "send_message",
+    "start_child",
     "task",
     "uuid4",
+    "wait_for_event",
+    "wait_for_message",
     "workflow",
 ]

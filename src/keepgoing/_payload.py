@@ -8,7 +8,7 @@ from typing import Any
 
 from keepgoing.errors import PayloadError
 
-__all__ = ["JSON", "check_json", "dumps", "loads"]
+__all__ = ["JSON", "MAX_MESSAGE_BYTES", "check_json", "check_message_payload", "dumps", "loads"]
 
 JSON = Any  # a value made only of dict[str, ...], list, str, int, float, bool and None
 
@@ -57,3 +57,25 @@ def dumps(value: object) -> str:
 
 def loads(text: str | bytes) -> Any:
     return json.loads(text)
+
+
+MAX_MESSAGE_BYTES = 256 * 1024
+
+
+def check_message_payload(payload: object, what: str) -> int:
+    """Check a message or event payload: JSON and at most 256 KiB encoded.
+
+    Returns its encoded size.
+
+    Raises:
+        PayloadError: not JSON, or too large (``too_large`` is set on the error).
+    """
+    check_json(payload, what)
+    size = len(dumps(payload).encode("utf-8"))
+    if size > MAX_MESSAGE_BYTES:
+        error = PayloadError(
+            f"{what} is {size:,} bytes as JSON; the limit is {MAX_MESSAGE_BYTES:,} bytes (256 KiB)"
+        )
+        error.too_large = True  # type: ignore[attr-defined]
+        raise error
+    return size

@@ -8,11 +8,18 @@ The tree::
     │   └── InvalidStoreURLError         invalid_store_url
     ├── DuplicateNameError               duplicate_name     (also ValueError)
     ├── PayloadError                     invalid_payload    (also TypeError)
+    │   └── PayloadTooLargeError         payload_too_large
+    ├── InvalidRequestError              invalid_request    (also ValueError)
+    ├── AuthenticationError              unauthenticated
+    ├── PermissionDeniedError            permission_denied  (also PermissionError)
+    ├── TokenNotFoundError               token_not_found    (also LookupError)
+    ├── ServerError                      server_error
     ├── WorkflowNotFoundError            workflow_not_found (also LookupError)
     ├── RunNotFoundError                 run_not_found      (also LookupError)
     ├── WorkflowAlreadyRunningError      workflow_running
     ├── WorkflowNotRunningError          workflow_not_running
     ├── WorkflowFailedError              workflow_failed
+    │   └── WorkflowCancelledError       workflow_cancelled
     ├── WorkflowBlockedError             workflow_blocked
     ├── TaskFailedError                  task_failed
     ├── WorkflowMessageTimeoutError      message_timeout    (also TimeoutError)
@@ -30,20 +37,27 @@ modules.
 from __future__ import annotations
 
 __all__ = [
+    "AuthenticationError",
     "ConfigurationError",
     "DuplicateNameError",
     "InvalidDurationError",
+    "InvalidRequestError",
     "InvalidStoreURLError",
     "KeepgoingError",
     "NondeterminismError",
     "PayloadError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
     "RunNotFoundError",
     "SchemaVersionError",
+    "ServerError",
     "StoreError",
     "TaskFailedError",
+    "TokenNotFoundError",
     "WorkerImportError",
     "WorkflowAlreadyRunningError",
     "WorkflowBlockedError",
+    "WorkflowCancelledError",
     "WorkflowFailedError",
     "WorkflowMessageTimeoutError",
     "WorkflowNotFoundError",
@@ -85,6 +99,52 @@ class PayloadError(KeepgoingError, TypeError):
     """An argument or result is not JSON; the message names it and its type."""
 
     code = "invalid_payload"
+
+
+class PayloadTooLargeError(PayloadError):
+    """A payload or request body is over its size limit (a message: 256 KiB)."""
+
+    code = "payload_too_large"
+
+
+class InvalidRequestError(KeepgoingError, ValueError):
+    """The server refused a request as malformed: bad JSON, or a field out of its schema."""
+
+    code = "invalid_request"
+
+
+class AuthenticationError(KeepgoingError):
+    """The server needs a valid token: none was sent, or it is unknown or revoked."""
+
+    code = "unauthenticated"
+
+
+class PermissionDeniedError(KeepgoingError, PermissionError):
+    """The token is valid but lacks the permission the call needs (named in the message)."""
+
+    code = "permission_denied"
+
+
+class TokenNotFoundError(KeepgoingError, LookupError):
+    """No API token has the given id."""
+
+    code = "token_not_found"
+
+
+class ServerError(KeepgoingError):
+    """The server could not be reached, or failed (HTTP 5xx) after the client's retries.
+
+    Attributes:
+        status: the HTTP status, or None when no response arrived.
+        error_code: the server's error code, when it sent one.
+    """
+
+    code = "server_error"
+
+    def __init__(self, message: str, *, status: int | None = None, error_code: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code
 
 
 class WorkflowNotFoundError(KeepgoingError, LookupError):
@@ -135,6 +195,12 @@ class WorkflowFailedError(KeepgoingError):
         self.run_id = run_id
         self.error_type = error_type
         self.message = message
+
+
+class WorkflowCancelledError(WorkflowFailedError):
+    """The run was cancelled; ``message`` holds the reason."""
+
+    code = "workflow_cancelled"
 
 
 class WorkflowBlockedError(KeepgoingError):

@@ -14,7 +14,7 @@ from keepgoing._api.store_client import StoreClient
 from keepgoing._api.workflow import WorkflowDefinition
 from keepgoing._history.events import Event
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import WorkerRecord
+from keepgoing._store.records import AuditEntry, WorkerRecord
 from keepgoing.errors import ConfigurationError
 
 __all__ = ["Client"]
@@ -145,6 +145,64 @@ class Client:
     ) -> list[WorkflowRun]:
         """Runs, newest first, optionally of one workflow and one status."""
         return self._backend.list_runs(workflow=workflow, status=status, limit=limit, offset=offset)
+
+    def send_workflow_message(
+        self, workflow_id: str, name: str, payload: Any = None, *, run_id: str | None = None
+    ) -> str:
+        """Send a message to a running workflow; returns the message id.
+
+        The payload must be JSON and at most 256 KiB. In store mode the sender
+        is ``sender_kind="user"`` with ``KEEPGOING_USER`` or the OS login.
+        Every send is written to the audit log.
+
+        Raises:
+            PayloadError: the payload is not JSON or too large; nothing is stored.
+            RunNotFoundError: no such workflow.
+            WorkflowNotRunningError: the workflow is not running.
+        """
+        return self._backend.send_workflow_message(workflow_id, name, payload, run_id=run_id)
+
+    def publish_event(
+        self,
+        event_type: str,
+        correlation_id: str,
+        payload: Any = None,
+        *,
+        event_id: str | None = None,
+    ) -> str:
+        """Publish an external event for the runs waiting on its type and correlation id.
+
+        Stored durably and de-duplicated by ``event_id``; an event published
+        before a wait starts is matched when it does. Returns the event id.
+        """
+        return self._backend.publish_event(event_type, correlation_id, payload, event_id=event_id)
+
+    def cancel_workflow(
+        self, workflow_id: str, reason: str | None = None, *, run_id: str | None = None
+    ) -> None:
+        """Cancel a running workflow (recorded in its history and the audit log).
+
+        Raises:
+            WorkflowNotRunningError: the run has already ended; nothing changes.
+        """
+        self._backend.cancel_workflow(workflow_id, reason, run_id=run_id)
+
+    def lineage(self, workflow_id: str) -> dict[str, Any]:
+        """``{"run": ..., "parent": ... or None, "children": [...]}`` as :class:`WorkflowRun`."""
+        return self._backend.lineage(workflow_id)
+
+    def list_audit(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        action: str | None = None,
+        workflow_id: str | None = None,
+    ) -> list[AuditEntry]:
+        """Audit entries, newest first."""
+        return self._backend.list_audit(
+            limit=limit, offset=offset, action=action, workflow_id=workflow_id
+        )
 
     def list_workers(self) -> list[WorkerRecord]:
         """The workers registered with the store (a worker deregisters when it stops)."""

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
 import uuid
 from typing import Any
 
+from keepgoing._api.messages import check_name
 from keepgoing._api.portal import Portal
 from keepgoing._api.registry import registry
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._api.workflow import WorkflowDefinition
 from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
-from keepgoing._payload import check_json
+from keepgoing._payload import check_json, check_message_payload
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import TERMINAL, RunRecord, StartRequest, WorkerRecord
+from keepgoing._store.records import (
+    TERMINAL,
+    AuditEntry,
+    CancelRequest,
+    EventRequest,
+    MessageRequest,
+    RunRecord,
+    StartRequest,
+    WorkerRecord,
+)
 from keepgoing._store.url import store_from_url
 from keepgoing._worker.inprocess import drive, outcome
 from keepgoing._worker.settings import WorkerSettings
@@ -177,6 +189,9 @@ class StoreClient:
         pause = 0.001
         while True:
             run = await self._find(workflow_id, run_id)
+            if run.status == "continued" and run.continued_to:
+                run_id = run.continued_to  # follow continue_as_new to the newest run
+                continue
             if run.status in TERMINAL or run.status == "blocked":
                 return run
             left = None if deadline is None else deadline - system_clock.monotonic()
@@ -220,6 +235,109 @@ class StoreClient:
             self._store.list_runs(workflow_name=name, status=status, limit=limit, offset=offset)
         )
         return [WorkflowRun.from_record(r) for r in runs]
+
+    # -- messages, events, cancellation ------------------------------------------------
+    def send_workflow_message(
+        self, workflow_id: str, name: str, payload: Any = None, *, run_id: str | None = None
+    ) -> str:
+        """Send a message to a running workflow; returns the message id.
+
+        The sender is ``sender_kind="user"`` with ``KEEPGOING_USER`` or the OS
+        login as ``sender_id``. Every send is written to the audit log.
+
+        Raises:
+            PayloadError: ``payload`` is not JSON or is over 256 KiB (nothing is stored).
+            RunNotFoundError: no such workflow.
+            WorkflowNotRunningError: the workflow is not running.
+        """
+        _check_id(workflow_id, "workflow_id")
+        check_name(name, "the message name")
+        check_message_payload(payload, f"the payload of message {name!r}")
+        request = MessageRequest(
+            workflow_id=workflow_id,
+            name=name,
+            payload=payload,
+            sender_kind="user",
+            sender_id=current_user(),
+            now=system_clock.now(),
+            run_id=run_id,
+        )
+        return self._portal.call(self._store.send_message(request))
+
+    def publish_event(
+        self,
+        event_type: str,
+        correlation_id: str,
+        payload: Any = None,
+        *,
+        event_id: str | None = None,
+    ) -> str:
+        """Publish an external event; returns its id. Publishing an ``event_id``
+        again changes nothing, so deliveries can be retried safely.
+
+        Raises:
+            PayloadError: ``payload`` is not JSON or is over 256 KiB.
+        """
+        check_name(event_type, "the event type")
+        check_name(correlation_id, "the correlation id")
+        if event_id is not None:
+            _check_id(event_id, "event_id")
+        check_message_payload(payload, f"the payload of event {event_type!r}")
+        request = EventRequest(
+            event_type=event_type,
+            correlation_id=correlation_id,
+            payload=payload,
+            event_id=event_id or uuid.uuid4().hex,
+            actor_kind="user",
+            actor_id=current_user(),
+            now=system_clock.now(),
+        )
+        return self._portal.call(self._store.publish_event(request)).event_id
+
+    def cancel_workflow(
+        self, workflow_id: str, reason: str | None = None, *, run_id: str | None = None
+    ) -> None:
+        """Cancel a running workflow: it sees ``asyncio.CancelledError`` at its
+        current await, its ``finally`` blocks run, and it ends as cancelled.
+
+        Raises:
+            RunNotFoundError: no such workflow.
+            WorkflowNotRunningError: the run has already ended (nothing changes).
+        """
+        _check_id(workflow_id, "workflow_id")
+        request = CancelRequest(
+            workflow_id=workflow_id,
+            reason=reason or "cancelled by the client",
+            actor_kind="user",
+            actor_id=current_user(),
+            now=system_clock.now(),
+            run_id=run_id,
+        )
+        self._portal.call(self._store.cancel_run(request))
+
+    def lineage(self, workflow_id: str) -> dict[str, Any]:
+        """The workflow's newest run, its parent and its children."""
+        found = self._portal.call(self._store.lineage(workflow_id))
+        return {
+            "run": WorkflowRun.from_record(found.run),
+            "parent": WorkflowRun.from_record(found.parent) if found.parent else None,
+            "children": [WorkflowRun.from_record(c) for c in found.children],
+        }
+
+    def list_audit(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        action: str | None = None,
+        workflow_id: str | None = None,
+    ) -> list[AuditEntry]:
+        """Audit entries (message sends, event publishes, cancels, ...), newest first."""
+        return self._portal.call(
+            self._store.list_audit(
+                limit=limit, offset=offset, action=action, workflow_id=workflow_id
+            )
+        )
 
     def list_workers(self) -> list[WorkerRecord]:
         """The workers registered with the store (a worker deregisters when it stops)."""
@@ -273,3 +391,14 @@ def _check_id(value: str, what: str) -> str:
             "starting with a letter or digit"
         )
     return value
+
+
+def current_user() -> str:
+    """Who a store-mode client acts as: ``KEEPGOING_USER``, else the OS login."""
+    user = os.environ.get("KEEPGOING_USER")
+    if user:
+        return user
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"

@@ -25,6 +25,7 @@ from typing import Any
 from keepgoing._history import events as ev
 from keepgoing._payload import check_json
 from keepgoing._runtime.loop import WorkflowLoop
+from keepgoing._runtime.waits import ContinueAsNew, Waits
 from keepgoing.errors import NondeterminismError, TaskFailedError
 
 __all__ = ["Activation", "TaskSpec", "WorkflowInstance", "error_info"]
@@ -98,6 +99,10 @@ class WorkflowInstance:
         self._tasks: dict[int, tuple[str, asyncio.Future[Any]]] = {}
         self._buffer: list[ev.Event] = []
         self._main: asyncio.Task[None] | None = None
+        self.waits = Waits(self.loop.create_future)
+        self.parent_workflow_id: str | None = None
+        self.cancel_reason: str | None = None
+        self.local = False  # a direct in-process run: no orchestrator to send messages
 
     # -- commands issued by workflow code ----------------------------------
     def _next_cmd(self) -> int:
@@ -133,7 +138,20 @@ class WorkflowInstance:
         )
         future: asyncio.Future[Any] = self.loop.create_future()
         self._tasks[cmd] = (spec.name, future)
+        future.add_done_callback(lambda f: self._task_future_done(cmd, f))
         return cmd, future
+
+    def _task_future_done(self, cmd: int, future: asyncio.Future[Any]) -> None:
+        # The workflow stopped waiting (cancelled, or a wait_for timed out) while the
+        # task was still open: tell its attempt to stop.
+        if future.cancelled() and self._tasks.pop(cmd, None) is not None:
+            self._emit(ev.TaskCancelRequested(cmd=cmd))
+
+    def command(self, make: Callable[[int], ev.Event]) -> int:
+        """Issue the command ``make(cmd)`` with the next sequence number."""
+        cmd = self._next_cmd()
+        self._emit(make(cmd))
+        return cmd
 
     def random(self) -> float:
         return self.rng.random()
@@ -196,8 +214,16 @@ class WorkflowInstance:
         self.loop.run_until_settled()
 
     def _apply(self, event: ev.Event) -> None:
+        if self.waits.deliver(event):
+            return
         if isinstance(event, ev.WorkflowStarted):
+            self.parent_workflow_id = event.parent_workflow_id
             self._main = self.loop.create_task(self._run_main(event.input))
+        elif isinstance(event, ev.CancelRequested):
+            self.cancel_reason = event.reason or "cancelled"
+            # Scheduled, not immediate: a main task that has not taken its first
+            # step yet would otherwise die before its try/finally exists.
+            self.loop.call_soon(self._cancel_main)
         elif isinstance(event, ev.TaskCompleted):
             self._resolve(event.cmd, result=event.result)
         elif isinstance(event, ev.TaskFailed):
@@ -216,13 +242,24 @@ class WorkflowInstance:
         else:
             entry[1].set_result(result)
 
+    def _cancel_main(self) -> None:
+        if self._main is not None and not self._main.done():
+            self._main.cancel(self.cancel_reason)
+
     async def _run_main(self, inputs: dict[str, Any]) -> None:
         try:
             result = await self.fn(*inputs.get("args", []), **inputs.get("kwargs", {}))
             check_json(result, f"the result of workflow {self.workflow_name!r}")
-        # A CancelledError that escapes the workflow (it cancelled and awaited one of
-        # its own tasks) is its failure too; otherwise the run would never end.
-        except (Exception, asyncio.CancelledError) as exc:  # its failure is data, not a crash
+        except ContinueAsNew as again:
+            self._emit(ev.WorkflowContinuedAsNew(input=again.inputs))
+        except asyncio.CancelledError as exc:
+            if self.cancel_reason is not None:
+                self._emit(ev.WorkflowCancelled(reason=self.cancel_reason))
+            else:
+                # The workflow cancelled and awaited one of its own tasks: its failure.
+                self.failure = exc
+                self._emit(ev.WorkflowFailed(error=error_info(exc)))
+        except Exception as exc:  # its failure is data, not a crash
             self.failure = exc
             self._emit(ev.WorkflowFailed(error=error_info(exc)))
         else:

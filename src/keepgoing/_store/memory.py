@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from keepgoing._history.events import ErrorInfo, Event, TaskCompleted, TimerFired
 from keepgoing._store import _memory_messaging as messaging
+from keepgoing._store._memory_server import MemoryAuthMixin, MemoryObserveMixin
 from keepgoing._store._memory_state import MemoryState, RunRow, TaskRow
 from keepgoing._store.doorbell import LocalBell
 from keepgoing._store.protocol import Store
@@ -46,7 +47,7 @@ __all__ = ["MemoryStore"]
 _RELEASED = ErrorInfo(type="keepgoing.Released", message="the worker shut down")
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryAuthMixin, MemoryObserveMixin, Store):
     """A :class:`Store` that keeps every run, task, timer and worker in process memory.
 
     It is task-safe and thread-safe, and it loses everything when the process ends.

@@ -30,6 +30,8 @@ import abc
 from collections.abc import Sequence
 
 from keepgoing._history.events import Event
+from keepgoing._store.auth_protocol import AuthStore
+from keepgoing._store.observe_protocol import ObserveStore
 from keepgoing._store.records import (
     ActivationClaim,
     ActivationCommit,
@@ -52,7 +54,7 @@ from keepgoing._store.records import (
 __all__ = ["Store"]
 
 
-class Store(abc.ABC):
+class Store(AuthStore, ObserveStore, abc.ABC):
     """Durable state of every run. One instance per process is enough; it is task-safe."""
 
     url: str = ""

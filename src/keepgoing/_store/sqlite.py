@@ -20,6 +20,8 @@ from keepgoing._store import _sqlite_leases as leases
 from keepgoing._store import _sqlite_messaging as messaging
 from keepgoing._store import _sqlite_ops as ops
 from keepgoing._store import records as rec
+from keepgoing._store._sqlite_auth import SqliteAuthMixin
+from keepgoing._store._sqlite_observe import SqliteObserveMixin
 from keepgoing._store._sqlite_thread import SqliteThread
 from keepgoing._store.doorbell import Doorbell
 from keepgoing._store.migrate import check_version, load_migrations
@@ -30,7 +32,7 @@ __all__ = ["SqliteStore"]
 BUSY_TIMEOUT_MS = 30_000
 
 
-class SqliteStore(Store):
+class SqliteStore(SqliteAuthMixin, SqliteObserveMixin, Store):
     """A :class:`Store` on one SQLite file (``path``), or in memory with ``":memory:"``."""
 
     def __init__(self, path: str, *, synchronous: str = "full", url: str | None = None) -> None:
@@ -292,4 +294,14 @@ def _migrate(conn: sqlite3.Connection, where: str) -> None:
 
 def _statements(sql: str) -> list[str]:
     lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    statements, pending = [], ""
+    for piece in "\n".join(lines).split(";"):
+        pending += piece + ";"
+        # A trigger's BEGIN ... END holds semicolons: keep going until it is whole.
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                statements.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        statements.append(pending.strip().rstrip(";"))
+    return statements

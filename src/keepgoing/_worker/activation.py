@@ -63,6 +63,7 @@ class Activator:
                 workflow_id=run.workflow_id,
                 workflow_name=run.workflow_name,
             )
+            instance.local = w.keep_failures
             w.stats.replays += 1
         try:
             activation = instance.activate(events)

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from keepgoing._api.messages import pending_local_messages
 from keepgoing._clock import Clock, system_clock
 from keepgoing._store.memory import MemoryStore
-from keepgoing._store.records import TERMINAL, RunRecord, StartRequest
+from keepgoing._store.records import TERMINAL, MessageRequest, RunRecord, StartRequest
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing._worker.worker import Worker
-from keepgoing.errors import WorkflowBlockedError, WorkflowFailedError
+from keepgoing.errors import WorkflowBlockedError, WorkflowCancelledError, WorkflowFailedError
 
 if TYPE_CHECKING:
     from keepgoing._api.workflow import WorkflowDefinition
@@ -67,7 +68,7 @@ async def run_in_process(definition: WorkflowDefinition[..., Any], inputs: dict[
     worker = Worker(store, settings=settings, clock=clock, worker_id="local")
     worker.keep_failures = True
     run_id = uuid.uuid4().hex
-    await store.start_run(
+    run = await store.start_run(
         StartRequest(
             run_id=run_id,
             workflow_id=f"{definition.name}-{run_id[:12]}",
@@ -78,24 +79,36 @@ async def run_in_process(definition: WorkflowDefinition[..., Any], inputs: dict[
             now=clock.now(),
         )
     )
+    for name, payload in pending_local_messages():
+        await store.send_message(
+            MessageRequest(run.workflow_id, name, payload, "local", "local", clock.now())
+        )
     try:
-        run = await drive(worker, run_id)
+        run = await drive(worker, run_id, settle_children=True)
     finally:
         await worker.stop_local()
         await store.close()
-    if run.status == "failed" and run_id in worker.failures:
-        raise worker.failures[run_id]
+    if run.status == "failed" and run.run_id in worker.failures:
+        raise worker.failures[run.run_id]
     return outcome(run)
 
 
-async def drive(worker: Worker, run_id: str) -> RunRecord:
-    """Run ``worker`` until run ``run_id`` ends (or is blocked); return the run."""
+async def drive(worker: Worker, run_id: str, *, settle_children: bool = False) -> RunRecord:
+    """Run ``worker`` until run ``run_id`` ends (or is blocked); return the run.
+
+    With ``settle_children`` it goes on until no run of the store is running,
+    so cancelled children get to run their ``finally`` blocks.
+    """
     clock = worker.clock
     while True:
         progressed = await worker.tick()
         run = await worker.store.get_run(run_id)
         assert run is not None
-        if run.status in TERMINAL or run.status == "blocked":
+        if run.status == "continued" and run.continued_to:
+            run_id = run.continued_to  # continue_as_new: follow the newest run
+            continue
+        ended = run.status in TERMINAL or run.status == "blocked"
+        if ended and not (settle_children and await _children_running(worker)):
             return run
         if progressed:
             continue
@@ -111,6 +124,10 @@ async def drive(worker: Worker, run_id: str) -> RunRecord:
         await worker.idle()
 
 
+async def _children_running(worker: Worker) -> bool:
+    return bool(await worker.store.list_runs(status="running", limit=1))
+
+
 def outcome(run: RunRecord) -> Any:
     """The result of an ended run, or the error that describes why there is none."""
     if run.status == "completed":
@@ -118,7 +135,8 @@ def outcome(run: RunRecord) -> Any:
     if run.status == "blocked":
         raise WorkflowBlockedError(f"run {run.run_id} is blocked:\n{run.blocked_reason}")
     error = run.error
-    raise WorkflowFailedError(
+    kind = WorkflowCancelledError if run.status == "cancelled" else WorkflowFailedError
+    raise kind(
         run.run_id,
         error.type if error else run.status,
         error.message if error else f"the run was {run.status}",

@@ -1,0 +1,133 @@
+"""Who is calling: bearer tokens, principals and permission checks.
+
+A token is ``kg_<id>_<secret>``: the 16-hex-digit id is public and finds the
+row; the secret is checked against the stored SHA-256 with
+:func:`hmac.compare_digest`, so the comparison takes the same time wherever
+it differs. The principal a token maps to is the only source of a message's
+sender: a ``user`` token sends as ``("user", <its name>)``, a ``service``
+token as ``("service_token", <its id>)`` — never its secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from keepgoing._server.context import context
+from keepgoing._server.errors import ApiError
+from keepgoing._store.auth_protocol import TokenRecord
+from keepgoing._store.protocol import Store
+
+__all__ = [
+    "ANONYMOUS",
+    "Principal",
+    "authenticate",
+    "hash_secret",
+    "new_token",
+    "principal_of",
+    "require",
+]
+
+_TOKEN = re.compile(r"^kg_([0-9a-f]{16})_([A-Za-z0-9_-]{20,200})$")
+_DUMMY_HASH = hashlib.sha256(b"no such token").hexdigest()
+
+bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer kg_...`")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The caller. ``kind``/``id`` become the sender and the audit log's actor."""
+
+    kind: str  # "user" | "service_token"
+    id: str
+    token_id: str | None
+    permissions: frozenset[str]
+
+    def allows(self, permission: str) -> bool:
+        return permission in self.permissions or "admin" in self.permissions
+
+
+#: The caller when authentication is disabled (loopback only): allowed everything.
+ANONYMOUS = Principal("user", "anonymous", None, frozenset({"admin"}))
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def new_token() -> tuple[str, str, str]:
+    """A fresh ``(token_id, token_text, secret_hash)``; the text is shown once."""
+    token_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    return token_id, f"kg_{token_id}_{secret}", hash_secret(secret)
+
+
+def principal_of(token: TokenRecord) -> Principal:
+    if token.kind == "user":
+        return Principal("user", token.name, token.token_id, frozenset(token.permissions))
+    return Principal("service_token", token.token_id, token.token_id, frozenset(token.permissions))
+
+
+class Unauthenticated(Exception):
+    """No token, a malformed one, an unknown one, or a revoked one (the message says which)."""
+
+
+async def authenticate(store: Store, text: str | None) -> Principal:
+    """The principal of token ``text``.
+
+    Raises:
+        Unauthenticated: the token is missing, malformed, unknown or revoked.
+    """
+    if not text:
+        raise Unauthenticated("this call needs a token: send `Authorization: Bearer <token>`")
+    match = _TOKEN.match(text)
+    if match is None:
+        raise Unauthenticated("the token is not a keepgoing token (kg_<id>_<secret>)")
+    token_id, secret = match.groups()
+    record = await store.get_token(token_id)
+    expected = record.secret_hash if record is not None else _DUMMY_HASH
+    if not hmac.compare_digest(hash_secret(secret), expected) or record is None:
+        raise Unauthenticated("the token is not valid")
+    if not record.active:
+        raise Unauthenticated(f"token {token_id} has been revoked")
+    return principal_of(record)
+
+
+def require(permission: str) -> Any:
+    """A route dependency: authenticate the caller and insist on ``permission``.
+
+    The principal is also left on ``request.state.principal`` for the access log.
+    """
+
+    async def dependency(
+        request: Request,
+        credentials: HTTPAuthorizationCredentials | None = Security(bearer),  # noqa: B008
+    ) -> Principal:
+        ctx = context(request)
+        if not ctx.auth:
+            principal = ANONYMOUS
+        else:
+            try:
+                principal = await authenticate(
+                    ctx.store, credentials.credentials if credentials else None
+                )
+            except Unauthenticated as exc:
+                raise ApiError(401, "unauthenticated", str(exc)) from None
+        request.state.principal = principal
+        if not principal.allows(permission):
+            raise ApiError(
+                403,
+                "permission_denied",
+                f"this token lacks the {permission!r} permission",
+                {"permission": permission},
+            )
+        return principal
+
+    return Depends(dependency)

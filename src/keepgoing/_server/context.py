@@ -1,0 +1,42 @@
+"""What every route needs: the store, the auth switch, limits and the process's counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastapi import Request
+
+from keepgoing._clock import Clock, system_clock
+from keepgoing._store.protocol import Store
+
+__all__ = ["Counters", "ServerContext", "context"]
+
+#: The largest request body the server reads (a message payload is capped at 256 KiB).
+DEFAULT_MAX_BODY = 1024 * 1024
+
+
+@dataclass
+class Counters:
+    """This process's own counters (Prometheus counters restart with the process)."""
+
+    timers_fired: int = 0
+    leases_reaped: int = 0
+    requests: dict[int, int] = field(default_factory=dict)
+
+    def count_request(self, status: int) -> None:
+        self.requests[status] = self.requests.get(status, 0) + 1
+
+
+@dataclass
+class ServerContext:
+    store: Store
+    auth: bool = True
+    clock: Clock = system_clock
+    max_body: int = DEFAULT_MAX_BODY
+    long_poll_max: float = 30.0
+    counters: Counters = field(default_factory=Counters)
+
+
+def context(request: Request) -> ServerContext:
+    ctx: ServerContext = request.app.state.keepgoing
+    return ctx
