@@ -25,6 +25,9 @@ The tree::
     ├── WorkflowMessageTimeoutError      message_timeout    (also TimeoutError)
     ├── NondeterminismError              nondeterminism
     ├── WorkerImportError                worker_import
+    ├── VolumeError                      volume_error
+    │   ├── VolumeNotFoundError          volume_not_found   (also LookupError)
+    │   └── VolumeFileNotFoundError      volume_file_not_found (also LookupError)
     └── StoreError                       store_error
         └── SchemaVersionError           schema_version
 
@@ -54,6 +57,9 @@ __all__ = [
     "StoreError",
     "TaskFailedError",
     "TokenNotFoundError",
+    "VolumeError",
+    "VolumeFileNotFoundError",
+    "VolumeNotFoundError",
     "WorkerImportError",
     "WorkflowAlreadyRunningError",
     "WorkflowBlockedError",
@@ -249,6 +255,25 @@ class WorkerImportError(KeepgoingError):
     """The file a worker was pointed at could not be imported."""
 
     code = "worker_import"
+
+
+class VolumeError(KeepgoingError):
+    """A volume operation was refused: a bad path or name, a file over the size
+    limit, a write through a read-only handle, or a ref that already exists."""
+
+    code = "volume_error"
+
+
+class VolumeNotFoundError(VolumeError, LookupError):
+    """No volume, ref or version has the given name or id."""
+
+    code = "volume_not_found"
+
+
+class VolumeFileNotFoundError(VolumeError, LookupError):
+    """The file does not exist in the volume at that version."""
+
+    code = "volume_file_not_found"
 
 
 class StoreError(KeepgoingError):

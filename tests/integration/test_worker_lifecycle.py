@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -114,3 +115,35 @@ def test_a_stopping_worker_claims_no_new_step(
     assert [pid_of(e.worker) for e in attempts_of_c] == [second.pid]
     assert [e.pid for e in kg.effects("start", "c")] == [second.pid]
     assert [e.pid for e in kg.effects("done", "c")] == [second.pid]
+
+
+@pytest.mark.xfail(
+    reason=(
+        "bug: when a sync step outlasts the 10 s shutdown grace, the worker releases the "
+        "attempt and logs 'stopped', but the process does not exit: the interpreter joins "
+        "the task's executor thread, so the released step keeps running there while "
+        "another worker may run it again"
+    ),
+    strict=True,
+)
+@pytest.mark.timeout(45)
+def test_sigterm_on_a_step_longer_than_the_grace_period_exits_and_hands_it_over(
+    kg: Sandbox, workers: Workers, client: keepgoing.Client
+) -> None:
+    app = kg.app("steps")
+    first = workers.start(app)
+    handle = client.trigger_workflow("abc", {"key": "k", "x": 1, "hold": True})
+    wait_until(lambda: kg.effects("start", "b"), 30, "step b to start")
+
+    first.signal(signal.SIGTERM)
+    # The grace period is 10 s (WorkerSettings.shutdown_grace; no CLI option).
+    wait_until(lambda: not first.alive(), 16, "the worker to exit after its grace period")
+    assert first.proc.returncode == 0
+
+    second = workers.start(app)
+    kg.release("release-k")
+    assert client.result(handle, timeout=30)["b"]["pid"] == second.pid
+    history = client.history(handle.workflow_id)
+    (released,) = of_type(history, ev.TaskAttemptFailed, cmd=cmd_of(history, "step_b"))
+    assert released.reason == "released"
+    assert [e.pid for e in kg.effects("done", "b")] == [second.pid]

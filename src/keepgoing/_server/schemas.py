@@ -1,0 +1,337 @@
+"""Request and response bodies of the HTTP API (they generate ``/openapi.json``).
+
+Request models ignore fields they do not know, so a caller that adds, say,
+``sender_kind`` to a message gets it ignored rather than obeyed: the sender
+comes from the token alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from keepgoing._store.auth_protocol import TokenRecord
+from keepgoing._store.observe_protocol import QueueDepth
+from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord
+
+__all__ = [
+    "ID_PATTERN",
+    "AuditList",
+    "AuditView",
+    "CancelBody",
+    "CancelResult",
+    "ErrorBody",
+    "ErrorView",
+    "EventBody",
+    "EventResult",
+    "Health",
+    "HistoryView",
+    "LineageView",
+    "MessageBody",
+    "MessageResult",
+    "QueueList",
+    "QueueView",
+    "ResultView",
+    "RunList",
+    "RunView",
+    "StartBody",
+    "StartResult",
+    "TokenBody",
+    "TokenCreated",
+    "TokenList",
+    "TokenView",
+    "WorkerList",
+    "WorkerView",
+]
+
+#: Workflow ids, run ids, queue names and event ids: what ``Client`` accepts too.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}$"
+NAME = Field(min_length=1, max_length=200)
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- errors ---------------------------------------------------------------------------------
+class ErrorBody(_Response):
+    """Every error: a stable ``code`` (see ``keepgoing.errors``) and a readable message."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorView(_Response):
+    type: str
+    message: str
+    traceback: str | None = None
+
+
+# -- runs -------------------------------------------------------------------------------------
+class StartBody(_Request):
+    workflow: str = Field(min_length=1, max_length=200, description="The workflow's name.")
+    input: dict[str, Any] | list[Any] | None = Field(
+        None, description="Parameter names to JSON values (or a list of positional values)."
+    )
+    workflow_id: str | None = Field(
+        None,
+        pattern=ID_PATTERN,
+        description="Your id for the run; the default is `<workflow>-<run id>`.",
+    )
+    task_queue: str | None = Field(None, pattern=ID_PATTERN)
+    request_id: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{32}$",
+        description="An idempotency key (32 hex digits): repeating a request with the same "
+        "key returns the run it started. It becomes the run id.",
+    )
+
+
+class StartResult(_Response):
+    workflow_name: str
+    workflow_id: str
+    run_id: str
+    created: bool = Field(description="False when an identical start found its run already open.")
+
+
+class RunView(_Response):
+    workflow_name: str
+    workflow_id: str
+    run_id: str
+    status: str
+    input: dict[str, Any]
+    result: Any = None
+    error: ErrorView | None = None
+    task_queue: str
+    code_version: str
+    created_at: float
+    updated_at: float
+    ended_at: float | None = None
+    blocked_reason: str | None = None
+    parent_workflow_id: str | None = None
+    parent_run_id: str | None = None
+    continued_from: str | None = None
+    continued_to: str | None = None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunView:
+        error = run.error
+        return cls(
+            workflow_name=run.workflow_name,
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+            status=run.status,
+            input=run.input,
+            result=run.result,
+            error=ErrorView(type=error.type, message=error.message, traceback=error.traceback)
+            if error is not None
+            else None,
+            task_queue=run.task_queue,
+            code_version=run.code_version,
+            created_at=run.created_at,
+            updated_at=run.updated_at,
+            ended_at=run.ended_at,
+            blocked_reason=run.blocked_reason,
+            parent_workflow_id=run.parent_workflow_id,
+            parent_run_id=run.parent_run_id,
+            continued_from=run.continued_from,
+            continued_to=run.continued_to,
+        )
+
+
+class RunList(_Response):
+    runs: list[RunView]
+    next_offset: int | None = Field(description="Pass as `offset` for the next page; null at the end.")
+
+
+class HistoryView(_Response):
+    workflow_id: str
+    run_id: str
+    events: list[dict[str, Any]] = Field(
+        description="Events in order, each with its `type`, `seq` and `at` (the export format)."
+    )
+
+
+class ResultView(_Response):
+    done: bool = Field(description="True when the run has ended or is blocked.")
+    run: RunView
+
+
+class LineageView(_Response):
+    run: RunView
+    parent: RunView | None
+    children: list[RunView]
+
+
+# -- messages, events, cancellation ----------------------------------------------------------
+class MessageBody(_Request):
+    name: str = NAME
+    payload: Any = Field(None, description="Any JSON value, at most 256 KiB encoded.")
+    run_id: str | None = Field(None, pattern=ID_PATTERN)
+
+
+class MessageResult(_Response):
+    message_id: str
+    workflow_id: str
+    sender_kind: str
+    sender_id: str
+
+
+class EventBody(_Request):
+    event_type: str = NAME
+    correlation_id: str = NAME
+    payload: Any = Field(None, description="Any JSON value, at most 256 KiB encoded.")
+    event_id: str | None = Field(
+        None, pattern=ID_PATTERN, description="De-duplicates repeated deliveries."
+    )
+
+
+class EventResult(_Response):
+    event_id: str
+    duplicate: bool
+    matched_runs: list[str]
+
+
+class CancelBody(_Request):
+    reason: str | None = Field(None, max_length=2000)
+    run_id: str | None = Field(None, pattern=ID_PATTERN)
+
+
+class CancelResult(_Response):
+    run: RunView
+
+
+# -- workers and queues ----------------------------------------------------------------------
+class WorkerView(_Response):
+    worker_id: str
+    queues: list[str]
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    info: dict[str, Any]
+
+    @classmethod
+    def of(cls, w: WorkerRecord) -> WorkerView:
+        return cls(
+            worker_id=w.worker_id,
+            queues=list(w.queues),
+            host=w.host,
+            pid=w.pid,
+            started_at=w.started_at,
+            heartbeat_at=w.heartbeat_at,
+            info=dict(w.info),
+        )
+
+
+class WorkerList(_Response):
+    workers: list[WorkerView]
+
+
+class QueueView(_Response):
+    queue: str
+    depth: int = Field(description="Work a worker could pick up now: runnable runs + ready tasks.")
+    runnable_runs: int
+    ready_tasks: int
+    delayed_tasks: int
+    running_tasks: int
+    workers: int = Field(description="Registered workers serving this queue.")
+
+    @classmethod
+    def of(cls, q: QueueDepth, workers: int) -> QueueView:
+        return cls(
+            queue=q.queue,
+            depth=q.depth,
+            runnable_runs=q.runnable_runs,
+            ready_tasks=q.ready_tasks,
+            delayed_tasks=q.delayed_tasks,
+            running_tasks=q.running_tasks,
+            workers=workers,
+        )
+
+
+class QueueList(_Response):
+    queues: list[QueueView]
+
+
+# -- tokens and audit --------------------------------------------------------------------------
+class TokenBody(_Request):
+    name: str = Field(
+        min_length=1,
+        max_length=100,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$",
+        description="A user token: the user's id. A service token: a label.",
+    )
+    kind: Literal["user", "service"]
+    permissions: list[str] = Field(min_length=1, max_length=8)
+
+
+class TokenView(_Response):
+    token_id: str
+    name: str
+    kind: str
+    permissions: list[str]
+    created_at: float
+    created_by: str
+    revoked_at: float | None
+
+    @classmethod
+    def of(cls, t: TokenRecord) -> TokenView:
+        return cls(
+            token_id=t.token_id,
+            name=t.name,
+            kind=t.kind,
+            permissions=list(t.permissions),
+            created_at=t.created_at,
+            created_by=t.created_by,
+            revoked_at=t.revoked_at,
+        )
+
+
+class TokenCreated(_Response):
+    token: str = Field(description="The secret token, shown only this once.")
+    info: TokenView
+
+
+class TokenList(_Response):
+    tokens: list[TokenView]
+
+
+class AuditView(_Response):
+    id: int
+    at: float
+    actor_kind: str
+    actor_id: str
+    action: str
+    workflow_id: str | None
+    run_id: str | None
+    detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, entry: AuditEntry) -> AuditView:
+        return cls(
+            id=entry.id,
+            at=entry.at,
+            actor_kind=entry.actor_kind,
+            actor_id=entry.actor_id,
+            action=entry.action,
+            workflow_id=entry.workflow_id,
+            run_id=entry.run_id,
+            detail=dict(entry.detail),
+        )
+
+
+class AuditList(_Response):
+    entries: list[AuditView]
+    next_offset: int | None
+
+
+class Health(_Response):
+    status: Literal["ok"]
+    version: str
