@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import os
@@ -151,8 +150,7 @@ class Workspace:
         return worker
 
     def registered_workers(self) -> int:
-        workers = asyncio.run(self.client.store.list_workers())
-        return len(workers)
+        return len(self.client.list_workers())
 
     def close(self) -> None:
         for worker in self.workers:

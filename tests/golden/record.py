@@ -1,12 +1,15 @@
 """Record the golden histories in this directory from real runs.
 
-    python tests/golden/record.py
+    python tests/golden/record.py              # every file
+    python tests/golden/record.py fan_out      # only fan_out.json
 
 Each run goes through the real engine and a real SQLite store
 (``Client.run_workflow``); the history is written with the history codec.
 The Trap 1 interleaving (DESIGN section 10) cannot be forced in a real run,
-so ``race.json`` is written out by hand. Re-record only when a change is meant
-to break old histories; ``tests/unit/test_golden.py`` replays every file.
+so ``race.json`` is written out by hand. Re-record a file only when a change is
+meant to break the histories it holds, and leave the others alone: files recorded
+by older versions are what prove old histories still replay.
+``tests/unit/test_golden.py`` replays every file.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def race_history() -> list[ev.Event]:
     ]
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
     histories: dict[str, list[ev.Event]] = {}
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -94,11 +97,16 @@ def main() -> None:
             client, workflows.retry_then_recover, {"reason": "bad row"}, "golden-3"
         )
     histories["race"] = race_history()
+    unknown = set(only) - set(histories)
+    if unknown:
+        raise SystemExit(f"no golden history named {sorted(unknown)}; known: {sorted(histories)}")
     for stem, history in histories.items():
+        if only and stem not in only:
+            continue
         path = HERE / f"{stem}.json"
         path.write_text(dumps_history(scrub(history)), encoding="utf-8")
         print(f"wrote {path} ({len(history)} events)")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

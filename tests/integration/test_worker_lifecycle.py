@@ -91,15 +91,6 @@ def test_sigterm_lets_the_running_step_finish_and_exits_zero(
     assert kg.effects("done", "c")
 
 
-@pytest.mark.xfail(
-    reason=(
-        "bug: a worker told to stop still claims the next step eagerly when the step it "
-        "was finishing completes (fast path); _shutdown then cancels and releases that "
-        "attempt, but a sync body already handed to a thread runs to the end anyway, so "
-        "the step can run on the stopping worker and again on the next one"
-    ),
-    strict=True,
-)
 @pytest.mark.timeout(45)
 def test_a_stopping_worker_claims_no_new_step(
     kg: Sandbox, workers: Workers, client: keepgoing.Client
@@ -117,27 +108,17 @@ def test_a_stopping_worker_claims_no_new_step(
     assert [e.pid for e in kg.effects("done", "c")] == [second.pid]
 
 
-@pytest.mark.xfail(
-    reason=(
-        "bug: when a sync step outlasts the 10 s shutdown grace, the worker releases the "
-        "attempt and logs 'stopped', but the process does not exit: the interpreter joins "
-        "the task's executor thread, so the released step keeps running there while "
-        "another worker may run it again"
-    ),
-    strict=True,
-)
 @pytest.mark.timeout(45)
 def test_sigterm_on_a_step_longer_than_the_grace_period_exits_and_hands_it_over(
     kg: Sandbox, workers: Workers, client: keepgoing.Client
 ) -> None:
     app = kg.app("steps")
-    first = workers.start(app)
+    first = workers.start(app, "--shutdown-grace", "1")
     handle = client.trigger_workflow("abc", {"key": "k", "x": 1, "hold": True})
     wait_until(lambda: kg.effects("start", "b"), 30, "step b to start")
 
     first.signal(signal.SIGTERM)
-    # The grace period is 10 s (WorkerSettings.shutdown_grace; no CLI option).
-    wait_until(lambda: not first.alive(), 16, "the worker to exit after its grace period")
+    wait_until(lambda: not first.alive(), 10, "the worker to exit after its grace period")
     assert first.proc.returncode == 0
 
     second = workers.start(app)

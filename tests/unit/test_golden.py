@@ -146,6 +146,10 @@ def test_the_fan_out_history_cancels_one_timer_and_fires_another() -> None:
     assert len(cancelled) == 1
     assert len(fired) == 1
     assert cancelled.isdisjoint(fired)
+    # The task that lost its race against the timer is asked to stop.
+    crawl = [e.cmd for e in history if isinstance(e, ev.TaskScheduled) and e.name == "golden.crawl"]
+    stopped = [e.cmd for e in history if isinstance(e, ev.TaskCancelRequested)]
+    assert stopped == crawl
 
 
 # -- changed code must not replay -------------------------------------------

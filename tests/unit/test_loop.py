@@ -176,7 +176,11 @@ def test_wait_for_raises_timeout_error_in_the_workflow_when_the_timer_fires_firs
     sim.activate()
     sim.advance(60)
     sim.fire(2)
-    assert sim.activate().commands == [ev.WorkflowCompleted(result="timed out")]
+    # The workflow stopped waiting for the open task: its attempt is asked to stop.
+    assert sim.activate().commands == [
+        ev.TaskCancelRequested(cmd=1),
+        ev.WorkflowCompleted(result="timed out"),
+    ]
     # The task's late result reaches nobody and changes nothing.
     sim.complete(1, 5)
     assert sim.activate().commands == []
@@ -198,7 +202,10 @@ def test_asyncio_timeout_is_a_durable_timer(make_sim: MakeSim) -> None:
     ]
     assert sim.history[2] == ev.TimerStarted(seq=3, at=T0, cmd=1, fire_at=T0 + 5)
     sim.fire(1)
-    assert sim.activate().commands == [ev.WorkflowCompleted(result="timed out")]
+    assert sim.activate().commands == [
+        ev.TaskCancelRequested(cmd=2),
+        ev.WorkflowCompleted(result="timed out"),
+    ]
 
 
 def test_asyncio_timeout_cancels_its_timer_when_the_body_finishes(make_sim: MakeSim) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from keepgoing._payload import check_json
 
-__all__ = ["bind_arguments", "code_version", "origin_of"]
+__all__ = ["bind_arguments", "check_call", "code_version", "origin_of"]
 
 
 def origin_of(fn: Callable[..., Any]) -> str:
@@ -37,6 +37,16 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature:
     return inspect.signature(fn)
 
 
+def check_call(
+    fn: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any], what: str
+) -> None:
+    """Raise ``TypeError`` naming ``what`` if ``args``/``kwargs`` do not fit ``fn``."""
+    try:
+        _signature(fn).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{what}: {exc}") from None
+
+
 def bind_arguments(
     fn: Callable[..., Any],
     args: Sequence[Any],
@@ -44,10 +54,8 @@ def bind_arguments(
     what: str,
 ) -> tuple[list[Any], dict[str, Any]]:
     """Check that ``args``/``kwargs`` fit ``fn`` and are JSON; name the argument at fault."""
-    try:
-        bound = _signature(fn).bind(*args, **kwargs)
-    except TypeError as exc:
-        raise TypeError(f"{what}: {exc}") from None
+    check_call(fn, args, kwargs, what)
+    bound = _signature(fn).bind(*args, **kwargs)
     for name, value in bound.arguments.items():
         check_json(value, f"argument {name!r} of {what}")
     return list(args), dict(kwargs)

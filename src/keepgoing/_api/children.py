@@ -133,6 +133,9 @@ async def wait_for_event(
         )
     )
     future = instance.waits.expect(cmd)
+    future.add_done_callback(
+        lambda f: f.cancelled() and instance.command(lambda _: ev.EventWaitCancelled(cmd=cmd))
+    )
     try:
         received = await (future if seconds is None else asyncio.wait_for(future, seconds))
     except TimeoutError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from keepgoing._api.http_client import HttpClient
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._api.store_client import StoreClient
 from keepgoing._api.workflow import WorkflowDefinition
@@ -24,9 +25,13 @@ class Client:
     """Start runs, wait for results, read history.
 
     Args:
-        url: the server URL (``KEEPGOING_URL``); this version has no server, so
-            passing one is refused with a clear error.
-        token: the server token (``KEEPGOING_TOKEN``).
+        url: the server URL (``KEEPGOING_URL``), e.g. ``http://127.0.0.1:8711``.
+            With a URL the client talks HTTP: the same methods, except
+            ``run_workflow`` (which runs tasks here and needs the store).
+            Network failures and 5xx answers are retried with backoff on
+            calls that are safe to repeat; message sends are not repeated.
+        token: the server token (``KEEPGOING_TOKEN``); the server stamps the
+            sender of messages, and the actor in its audit log, from it.
         store: a store URL such as ``"sqlite:///runs.db"`` or a :class:`Store`;
             default ``KEEPGOING_STORE``, else ``sqlite:///.keepgoing/keepgoing.db``.
 
@@ -38,19 +43,20 @@ class Client:
     def __init__(
         self, url: str | None = None, *, token: str | None = None, store: str | Store | None = None
     ) -> None:
+        if url and store is not None:
+            raise ConfigurationError("pass Client(url=...) or Client(store=...), not both")
         url = url or (None if store is not None else os.environ.get("KEEPGOING_URL"))
+        self._backend: StoreClient | HttpClient
         if url:
-            raise ConfigurationError(
-                f"Client(url={url!r}): this version of keepgoing has no HTTP server; "
-                "use Client(store='sqlite:///path.db') or set KEEPGOING_STORE"
-            )
-        self._token = token
-        self._backend = StoreClient(store)
+            self._backend = HttpClient(url, token or os.environ.get("KEEPGOING_TOKEN"))
+        else:
+            self._backend = StoreClient(store)
 
     @property
     def store(self) -> Store:
-        """The store, in store mode."""
-        return self._backend.store
+        """The store, in store mode (``ConfigurationError`` in HTTP mode)."""
+        store: Store = self._backend.store
+        return store
 
     def close(self) -> None:
         """Release connections. The client cannot be used afterwards."""
@@ -142,9 +148,19 @@ class Client:
         status: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        created_after: float | None = None,
+        created_before: float | None = None,
     ) -> list[WorkflowRun]:
-        """Runs, newest first, optionally of one workflow and one status."""
-        return self._backend.list_runs(workflow=workflow, status=status, limit=limit, offset=offset)
+        """Runs, newest first, optionally of one workflow and one status, and created
+        in ``[created_after, created_before)`` (UNIX seconds)."""
+        return self._backend.list_runs(
+            workflow=workflow,
+            status=status,
+            limit=limit,
+            offset=offset,
+            created_after=created_after,
+            created_before=created_before,
+        )
 
     def send_workflow_message(
         self, workflow_id: str, name: str, payload: Any = None, *, run_id: str | None = None
@@ -207,3 +223,9 @@ class Client:
     def list_workers(self) -> list[WorkerRecord]:
         """The workers registered with the store (a worker deregisters when it stops)."""
         return self._backend.list_workers()
+
+    def list_queues(self) -> list[dict[str, Any]]:
+        """Every queue with work or a worker: ``queue``, ``depth`` (runnable runs plus
+        ready tasks), ``runnable_runs``, ``ready_tasks``, ``delayed_tasks``,
+        ``running_tasks`` and ``workers`` (how many serve it)."""
+        return self._backend.list_queues()

@@ -13,7 +13,8 @@ __all__ = ["Duration", "parse_duration"]
 Duration = str | int | float | timedelta
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
+_ORDER = ("d", "h", "m", "s", "ms")
 _ACCEPTED = 'a string such as "30s", "1h30m" or "250ms", a timedelta, or int seconds'
 
 
@@ -28,7 +29,10 @@ def parse_duration(value: object, *, what: str = "duration") -> float:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise InvalidDurationError(f"{what} {value!r} is too large") from None
     elif isinstance(value, str):
         seconds = _parse_text(value, what)
     else:
@@ -42,14 +46,15 @@ def parse_duration(value: object, *, what: str = "duration") -> float:
 
 def _parse_text(text: str, what: str) -> float:
     compact = text.strip().replace(" ", "")
-    if compact and compact.isdigit():
+    if compact and compact.isascii() and compact.isdigit():
         return float(compact)
-    pos, total, seen = 0, 0.0, False
+    pos, total, last = 0, 0.0, -1
     for match in _PART.finditer(compact):
-        if match.start() != pos:
+        rank = _ORDER.index(match.group(2))
+        if match.start() != pos or rank <= last:  # gaps, or units repeated or out of order
             break
         total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos, seen = match.end(), True
-    if not seen or pos != len(compact):
+        pos, last = match.end(), rank
+    if last < 0 or pos != len(compact):
         raise InvalidDurationError(f"{what} {text!r} is not a duration; use {_ACCEPTED}")
     return total

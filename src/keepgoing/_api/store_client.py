@@ -10,6 +10,7 @@ from typing import Any
 
 from keepgoing._api.messages import check_name
 from keepgoing._api.portal import Portal
+from keepgoing._api.queues import queue_summary
 from keepgoing._api.registry import registry
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._api.workflow import WorkflowDefinition
@@ -158,7 +159,7 @@ class StoreClient:
         settings = WorkerSettings.from_env(queues=(run.task_queue,), concurrency=16)
         worker = Worker(self._store, settings=settings)
         try:
-            ended = await drive(worker, run.run_id)
+            ended = await drive(worker, run.run_id, settle_children=True)
         finally:
             await worker.stop_local()
             await self._store.release_tasks(worker.worker_id, system_clock.now())
@@ -224,15 +225,25 @@ class StoreClient:
         status: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        created_after: float | None = None,
+        created_before: float | None = None,
     ) -> list[WorkflowRun]:
-        """Runs, newest first, optionally of one workflow and one status."""
+        """Runs, newest first, optionally of one workflow and one status, and created
+        in ``[created_after, created_before)`` (UNIX seconds)."""
         if status is not None and status not in _STATUSES:
             raise ValueError(f"status must be one of {', '.join(_STATUSES)}, not {status!r}")
         if not 1 <= limit <= 1000 or offset < 0:
             raise ValueError("limit must be 1..1000 and offset at least 0")
         name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
         runs = self._portal.call(
-            self._store.list_runs(workflow_name=name, status=status, limit=limit, offset=offset)
+            self._store.search_runs(
+                workflow_name=name,
+                status=status,
+                created_after=created_after,
+                created_before=created_before,
+                limit=limit,
+                offset=offset,
+            )
         )
         return [WorkflowRun.from_record(r) for r in runs]
 
@@ -342,6 +353,10 @@ class StoreClient:
     def list_workers(self) -> list[WorkerRecord]:
         """The workers registered with the store (a worker deregisters when it stops)."""
         return self._portal.call(self._store.list_workers())
+
+    def list_queues(self) -> list[dict[str, Any]]:
+        """Every queue with work or a worker, with its depth (see ``Client.list_queues``)."""
+        return self._portal.call(queue_summary(self._store, system_clock.now()))
 
     async def _find(self, workflow_id: str, run_id: str | None) -> RunRecord:
         if run_id is not None:

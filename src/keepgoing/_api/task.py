@@ -6,9 +6,9 @@ import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from keepgoing._api._callables import bind_arguments, origin_of
+from keepgoing._api._callables import bind_arguments, check_call, origin_of
 from keepgoing._api.durations import Duration, parse_duration
 from keepgoing._api.registry import registry
 from keepgoing._runtime.context import current_instance
@@ -97,6 +97,7 @@ class TaskDefinition(Generic[P, R]):
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
         if current_instance() is None:
+            check_call(self.fn, args, kwargs, f"task {self.name!r}")  # fail here, not at await
             return self._call_direct(*args, **kwargs)
         handle = self.submit(*args, **kwargs)
         return _await_handle(handle)
@@ -148,6 +149,15 @@ def _non_negative_int(value: object, what: str, name: str) -> int:
     return value
 
 
+class _TaskDecorator(Protocol):
+    """What ``@task(...)`` with options returns: async functions keep their result type."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Awaitable[R]], /) -> TaskDefinition[P, R]: ...
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> TaskDefinition[P, R]: ...
+
+
 @overload
 def task(fn: Callable[P, Awaitable[R]], /) -> TaskDefinition[P, R]: ...
 @overload
@@ -165,7 +175,7 @@ def task(
     image: object | None = None,
     reconcile: Callable[..., Any] | None = None,
     max_worker_losses: int = 3,
-) -> Callable[[Callable[P, R]], TaskDefinition[P, R]]: ...
+) -> _TaskDecorator: ...
 
 
 def task(

@@ -35,10 +35,12 @@ _CLASSES: dict[str, type[ev.Event]] = {
         ev.ChildEnded,
         ev.EventWaitStarted,
         ev.EventReceived,
+        ev.EventWaitCancelled,
         ev.TaskCancelRequested,
         ev.CancelRequested,
         ev.WorkflowCancelled,
         ev.WorkflowContinuedAsNew,
+        ev.MemoryCommitted,
     )
 }
 

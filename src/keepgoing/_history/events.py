@@ -12,7 +12,7 @@ Events fall into four roles (``ROLE`` on each class):
   activation. The commands that follow it were produced after delivering
   every input with ``seq <= saw_upto``.
 * ``info``    — facts shown to people but never delivered to the workflow
-  (``TaskAttemptFailed``, ``WorkflowBlocked``).
+  (``TaskAttemptFailed``, ``WorkflowBlocked``, ``MemoryCommitted``).
 
 ``seq`` is the event's position in the run's history (from 1), given by the
 store when the event is appended; ``at`` is its commit time in UNIX seconds.
@@ -30,7 +30,9 @@ __all__ = [
     "ChildRunStarted",
     "ChildStarted",
     "EventReceived",
+    "EventWaitCancelled",
     "EventWaitStarted",
+    "MemoryCommitted",
     "MessageDelivered",
     "MessageReceived",
     "MessageSent",
@@ -306,6 +308,17 @@ class EventReceived(Event):
 
 
 @dataclass(frozen=True, kw_only=True)
+class EventWaitCancelled(Event):
+    """Command: the workflow stopped waiting (timeout or cancel); free the event."""
+
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+
+    def key(self) -> tuple[str, int, str]:
+        return ("EventWaitCancelled", self.cmd, "")
+
+
+@dataclass(frozen=True, kw_only=True)
 class TaskCancelRequested(Event):
     """Command: the workflow stopped waiting for a running task; stop its attempt."""
 
@@ -341,3 +354,16 @@ class WorkflowContinuedAsNew(Event):
     ROLE: ClassVar[str] = "command"
     input: dict[str, Any]
     new_run_id: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryCommitted(Event):
+    """Info: step ``cmd``'s attempt ``attempt`` committed version ``version`` of a
+    volume, with its completion, changing ``paths``."""
+
+    volume: str
+    version: int
+    paths: list[str] = field(default_factory=list)
+    cmd: int = 0
+    attempt: int = 0
+    ref: str = "main"

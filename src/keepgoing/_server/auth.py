@@ -15,7 +15,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -27,6 +27,12 @@ from keepgoing._store.protocol import Store
 
 __all__ = [
     "ANONYMOUS",
+    "Admin",
+    "CancelsRuns",
+    "PublishesEvents",
+    "ReadsRuns",
+    "SendsMessages",
+    "Triggers",
     "Principal",
     "authenticate",
     "hash_secret",
@@ -131,3 +137,12 @@ def require(permission: str) -> Any:
         return principal
 
     return Depends(dependency)
+
+
+# The caller of a route, with the permission it needs: ``principal: ReadsRuns``.
+ReadsRuns = Annotated[Principal, require("runs.read")]
+Triggers = Annotated[Principal, require("workflows.trigger")]
+SendsMessages = Annotated[Principal, require("messages.send")]
+PublishesEvents = Annotated[Principal, require("events.publish")]
+CancelsRuns = Annotated[Principal, require("runs.cancel")]
+Admin = Annotated[Principal, require("admin")]

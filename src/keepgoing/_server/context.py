@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from keepgoing._clock import Clock, system_clock
+from keepgoing._services.orchestrator import Orchestrator
 from keepgoing._store.protocol import Store
 
 __all__ = ["Counters", "ServerContext", "context"]
@@ -19,8 +20,6 @@ DEFAULT_MAX_BODY = 1024 * 1024
 class Counters:
     """This process's own counters (Prometheus counters restart with the process)."""
 
-    timers_fired: int = 0
-    leases_reaped: int = 0
     requests: dict[int, int] = field(default_factory=dict)
 
     def count_request(self, status: int) -> None:
@@ -35,6 +34,7 @@ class ServerContext:
     max_body: int = DEFAULT_MAX_BODY
     long_poll_max: float = 30.0
     counters: Counters = field(default_factory=Counters)
+    orchestrator: Orchestrator | None = None
 
 
 def context(request: Request) -> ServerContext:

@@ -9,6 +9,7 @@ FastAPI's 422. Only a bug is a 500, and its message says nothing internal.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -62,10 +63,10 @@ def error_response(
     code: str,
     message: str,
     details: dict[str, Any] | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     body = {"code": code, "message": message, "details": details or {}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=dict(headers) if headers else None)
 
 
 def from_keepgoing(exc: errors.KeepgoingError) -> ApiError:

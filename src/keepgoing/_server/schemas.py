@@ -12,7 +12,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from keepgoing._store.auth_protocol import TokenRecord
-from keepgoing._store.observe_protocol import QueueDepth
 from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord
 
 __all__ = [
@@ -147,7 +146,9 @@ class RunView(_Response):
 
 class RunList(_Response):
     runs: list[RunView]
-    next_offset: int | None = Field(description="Pass as `offset` for the next page; null at the end.")
+    next_offset: int | None = Field(
+        description="Pass as `offset` for the next page; null at the end."
+    )
 
 
 class HistoryView(_Response):
@@ -242,18 +243,6 @@ class QueueView(_Response):
     delayed_tasks: int
     running_tasks: int
     workers: int = Field(description="Registered workers serving this queue.")
-
-    @classmethod
-    def of(cls, q: QueueDepth, workers: int) -> QueueView:
-        return cls(
-            queue=q.queue,
-            depth=q.depth,
-            runnable_runs=q.runnable_runs,
-            ready_tasks=q.ready_tasks,
-            delayed_tasks=q.delayed_tasks,
-            running_tasks=q.running_tasks,
-            workers=workers,
-        )
 
 
 class QueueList(_Response):

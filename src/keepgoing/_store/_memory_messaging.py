@@ -36,6 +36,7 @@ class EventWait:
     cmd: int
     event_type: str
     correlation_id: str
+    deadline: float | None = None
     status: str = "waiting"  # waiting | matched | cancelled
     event_id: str | None = None
 
@@ -86,6 +87,10 @@ def apply_command(s: MemoryState, run: RunRow, command: ev.Event, now: float) ->
             s.set_task_status(task, "cancelled")
     elif isinstance(command, ev.WorkflowContinuedAsNew):
         _continue_as_new(s, run, command, now)
+    elif isinstance(command, ev.EventWaitCancelled):
+        wait = s.messaging.waits.get((run.run_id, command.cmd))
+        if wait is not None:  # an event matched to an abandoned wait stays available
+            wait.status, wait.event_id = "cancelled", None
 
 
 def _start_child(s: MemoryState, run: RunRow, child: ev.ChildStarted, now: float) -> None:
@@ -140,7 +145,7 @@ def _continue_as_new(
 
 
 def _start_event_wait(s: MemoryState, run: RunRow, wait: ev.EventWaitStarted, now: float) -> None:
-    row = EventWait(run.run_id, wait.cmd, wait.event_type, wait.correlation_id)
+    row = EventWait(run.run_id, wait.cmd, wait.event_type, wait.correlation_id, wait.deadline)
     s.messaging.waits[(run.run_id, wait.cmd)] = row
     received = {
         w.event_id for w in s.messaging.waits.values() if w.run_id == run.run_id and w.event_id
@@ -236,6 +241,7 @@ def publish_event(s: MemoryState, req: rec.EventRequest) -> rec.EventPublished:
         if (
             wait.status == "waiting"
             and (wait.event_type, wait.correlation_id) == (req.event_type, req.correlation_id)
+            and (wait.deadline is None or wait.deadline >= req.now)
             and run.status in rec.OPEN
             and wait.run_id not in matched
         ):

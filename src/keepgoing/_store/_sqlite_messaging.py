@@ -56,6 +56,13 @@ def apply_command(
         )
     elif isinstance(command, ev.WorkflowContinuedAsNew):
         _continue_as_new(conn, run_id, command, now)
+    elif isinstance(command, ev.EventWaitCancelled):
+        # An event matched to a wait the workflow gave up on stays available.
+        conn.execute(
+            "UPDATE event_waits SET status = 'cancelled', event_id = NULL "
+            "WHERE run_id = ? AND cmd = ?",
+            (run_id, command.cmd),
+        )
 
 
 def _send_from_workflow(
@@ -278,8 +285,9 @@ def publish_event(conn: sqlite3.Connection, req: rec.EventRequest) -> rec.EventP
     waits = conn.execute(
         "SELECT w.run_id, MIN(w.cmd) FROM event_waits w JOIN runs r ON r.run_id = w.run_id "
         "WHERE w.status = 'waiting' AND w.event_type = ? AND w.correlation_id = ? "
+        "AND (w.deadline IS NULL OR w.deadline >= ?) "
         "AND r.status IN ('running', 'blocked') GROUP BY w.run_id",
-        (req.event_type, req.correlation_id),
+        (req.event_type, req.correlation_id, req.now),
     ).fetchall()
     row = (req.event_id, payload, req.now)
     for run_id, cmd in waits:

@@ -17,6 +17,7 @@ from keepgoing._history import events as ev
 from keepgoing._history.codec import decode, encode_at
 from keepgoing._payload import dumps, loads
 from keepgoing._store import _sqlite_messaging as messaging
+from keepgoing._store import _sqlite_volumes as volumes
 from keepgoing._store import records as rec
 from keepgoing._store.transitions import decide_failure
 from keepgoing.errors import WorkflowAlreadyRunningError
@@ -491,6 +492,9 @@ def complete_task(
     ).fetchone()
     if done_row is None:
         return rec.TaskOutcomeResult(accepted=False)
+    memory = volumes.commit_task(conn, o) if o.volume_commits else []
+    if memory:  # staged volume writes commit with the completion, before it
+        append(conn, o.run_id, memory, o.now)
     done = ev.TaskCompleted(
         cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
     )

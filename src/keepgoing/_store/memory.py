@@ -21,6 +21,7 @@ from keepgoing._history.events import ErrorInfo, Event, TaskCompleted, TimerFire
 from keepgoing._store import _memory_messaging as messaging
 from keepgoing._store._memory_server import MemoryAuthMixin, MemoryObserveMixin
 from keepgoing._store._memory_state import MemoryState, RunRow, TaskRow
+from keepgoing._store._memory_volumes import MemoryVolumesMixin
 from keepgoing._store.doorbell import LocalBell
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
@@ -47,7 +48,7 @@ __all__ = ["MemoryStore"]
 _RELEASED = ErrorInfo(type="keepgoing.Released", message="the worker shut down")
 
 
-class MemoryStore(MemoryAuthMixin, MemoryObserveMixin, Store):
+class MemoryStore(MemoryAuthMixin, MemoryObserveMixin, MemoryVolumesMixin, Store):
     """A :class:`Store` that keeps every run, task, timer and worker in process memory.
 
     It is task-safe and thread-safe, and it loses everything when the process ends.
@@ -254,7 +255,10 @@ class MemoryStore(MemoryAuthMixin, MemoryObserveMixin, Store):
         apply_fast = fast is not None and _fast_applies(run, fast, outcome.now)
         if fast is not None and apply_fast:
             s.check_commands(run, fast.commands)
+        memory = self._commit_task_volumes(outcome)  # the last step that may refuse
         s.set_task_status(task, "completed")
+        for event in memory:
+            s.append(run, event, outcome.now)
         completed = TaskCompleted(
             cmd=task.cmd,
             result=outcome.result,

@@ -50,11 +50,12 @@ from keepgoing._store.records import (
     TaskOutcomeResult,
     WorkerRecord,
 )
+from keepgoing._store.volumes_protocol import VolumeStore
 
 __all__ = ["Store"]
 
 
-class Store(AuthStore, ObserveStore, abc.ABC):
+class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
     """Durable state of every run. One instance per process is enough; it is task-safe."""
 
     url: str = ""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from keepgoing._history.events import ErrorInfo, Event
+from keepgoing._volumes.types import StagedCommit
 
 __all__ = [
     "OPEN",
@@ -223,6 +224,8 @@ class TaskOutcome:
 
     ``ok`` True means it returned ``result``. Otherwise ``error`` describes the
     failure and ``reason`` is ``"error"`` (the task raised) or ``"timeout"``.
+    ``volume_commits`` are the attempt's staged volume writes: a successful
+    outcome commits them with the completion; a failed one ignores them.
     """
 
     run_id: str
@@ -236,6 +239,7 @@ class TaskOutcome:
     result: Any = None
     error: ErrorInfo | None = None
     reason: str = "error"
+    volume_commits: tuple[StagedCommit, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from keepgoing._store import records as rec
 from keepgoing._store._sqlite_auth import SqliteAuthMixin
 from keepgoing._store._sqlite_observe import SqliteObserveMixin
 from keepgoing._store._sqlite_thread import SqliteThread
+from keepgoing._store._sqlite_volumes import SqliteVolumesMixin
 from keepgoing._store.doorbell import Doorbell
 from keepgoing._store.migrate import check_version, load_migrations
 from keepgoing._store.protocol import Store
@@ -32,7 +33,7 @@ __all__ = ["SqliteStore"]
 BUSY_TIMEOUT_MS = 30_000
 
 
-class SqliteStore(SqliteAuthMixin, SqliteObserveMixin, Store):
+class SqliteStore(SqliteAuthMixin, SqliteObserveMixin, SqliteVolumesMixin, Store):
     """A :class:`Store` on one SQLite file (``path``), or in memory with ``":memory:"``."""
 
     def __init__(self, path: str, *, synchronous: str = "full", url: str | None = None) -> None:

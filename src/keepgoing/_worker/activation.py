@@ -9,6 +9,7 @@ activation and the eager claim of the next task (DESIGN section 10).
 from __future__ import annotations
 
 import logging
+import traceback
 from typing import TYPE_CHECKING
 
 from keepgoing._history import events as ev
@@ -71,6 +72,13 @@ class Activator:
             await self._block(claim, str(exc))
             instance.close()
             return None
+        except Exception as exc:
+            # Replaying the same history would fail the same way (a workflow that
+            # busy-loops, say): block the run instead of retrying it forever.
+            detail = "".join(traceback.format_exception(exc)).rstrip()
+            await self._block(claim, f"the workflow's code failed while replaying:\n{detail}")
+            instance.close()
+            return None
         w.stats.activations += 1
         if not activation.commands and not activation.delivered:
             await w.store.release_activation(run.run_id, claim.fence)
@@ -85,7 +93,7 @@ class Activator:
                 time=activation.time,
                 commands=activation.commands,
                 now=w.clock.now(),
-                eager_claim=True,
+                eager_claim=not w.stopping,  # a stopping worker takes no new step
                 eager_limit=max(0, w.free_slots()),
                 lease_ttl=w.settings.lease_ttl,
             )
@@ -165,7 +173,7 @@ class Activator:
             last_input_seq=last_input,
             commands=activation.commands,
             time=activation.time,
-            eager_claim=True,
+            eager_claim=not w.stopping,
             eager_limit=max(1, w.free_slots() + 1),
             lease_ttl=w.settings.lease_ttl,
         )

@@ -108,7 +108,7 @@ async def drive(worker: Worker, run_id: str, *, settle_children: bool = False) -
             run_id = run.continued_to  # continue_as_new: follow the newest run
             continue
         ended = run.status in TERMINAL or run.status == "blocked"
-        if ended and not (settle_children and await _children_running(worker)):
+        if ended and not (settle_children and await _children_running(worker, run)):
             return run
         if progressed:
             continue
@@ -124,8 +124,16 @@ async def drive(worker: Worker, run_id: str, *, settle_children: bool = False) -
         await worker.idle()
 
 
-async def _children_running(worker: Worker) -> bool:
-    return bool(await worker.store.list_runs(status="running", limit=1))
+async def _children_running(worker: Worker, run: RunRecord) -> bool:
+    """Whether any descendant of ``run`` is still running (so it can still clean up)."""
+    pending = [run.workflow_id]
+    while pending:
+        lineage = await worker.store.lineage(pending.pop())
+        for child in lineage.children:
+            if child.status == "running":
+                return True
+            pending.append(child.workflow_id)
+    return False
 
 
 def outcome(run: RunRecord) -> Any:

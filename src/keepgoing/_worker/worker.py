@@ -87,6 +87,7 @@ class Worker:
             max_workers=self.settings.concurrency + 4, thread_name_prefix="keepgoing-task"
         )
         self.activator = Activator(self)
+        self.abandoned_threads = False  # attempts still in threads after the shutdown grace
         self.keep_failures = False  # in-process runs re-raise the workflow's own exception
         self.failures: dict[str, BaseException] = {}
 
@@ -94,6 +95,10 @@ class Worker:
     def request_stop(self) -> None:
         """Stop claiming; :meth:`run` then finishes or releases what it holds and returns."""
         self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
 
     @property
     def running_attempts(self) -> int:
@@ -264,6 +269,9 @@ class Worker:
         for key, attempt in list(self._attempts.items()):
             self._lost.add(key)
             attempt.cancel()
+            # A sync body cannot be interrupted: once released, its thread must not
+            # outlive the process (the CLI exits hard), or the step runs twice.
+            self.abandoned_threads = True
         heartbeat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from keepgoing.cli import audit as _audit  # noqa: F401
 from keepgoing.cli import demo as _demo  # noqa: F401  (registers the command)
+from keepgoing.cli import server as _server  # noqa: F401
+from keepgoing.cli import token as _token  # noqa: F401
 from keepgoing.cli import worker as _worker  # noqa: F401
 from keepgoing.cli._app import app
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from typing import Annotated
 
@@ -33,6 +34,10 @@ def worker(
         float | None, typer.Option(help="Seconds a lease lasts without a heartbeat.")
     ] = None,
     heartbeat: Annotated[float | None, typer.Option(help="Seconds between heartbeats.")] = None,
+    shutdown_grace: Annotated[
+        float | None,
+        typer.Option(help="Seconds running attempts get to finish after SIGTERM (default 10)."),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run a worker for FILE's workflows and tasks until SIGTERM or Ctrl-C.
@@ -49,6 +54,7 @@ def worker(
             concurrency=concurrency,
             lease_ttl=lease_ttl,
             heartbeat_interval=heartbeat,
+            shutdown_grace=shutdown_grace,
         )
         the_store = store_from_url(store)
     except KeepgoingError as exc:
@@ -64,6 +70,11 @@ def worker(
         ", ".join(settings.queues),
     )
     asyncio.run(_serve(the_worker))
+    if the_worker.abandoned_threads:
+        # Released attempts still run in threads that cannot be interrupted; their
+        # steps now belong to other workers, so this process must not linger.
+        logging.shutdown()
+        os._exit(0)
 
 
 async def _serve(the_worker: Worker) -> None:

@@ -1,0 +1,277 @@
+"""Runs: start (idempotent), read, list, history, wait for the result, lineage, cancel."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+
+from keepgoing._api.store_client import _inputs as bind_input
+from keepgoing._history.codec import encode
+from keepgoing._server.auth import CancelsRuns, Principal, ReadsRuns, Triggers
+from keepgoing._server.context import ServerContext, context
+from keepgoing._server.errors import ApiError
+from keepgoing._server.routes._common import (
+    PREFIX,
+    RunIdQuery,
+    WorkflowIdPath,
+    documented,
+    find_run,
+)
+from keepgoing._server.schemas import (
+    CancelBody,
+    CancelResult,
+    HistoryView,
+    LineageView,
+    ResultView,
+    RunList,
+    RunView,
+    StartBody,
+    StartResult,
+)
+from keepgoing._store.records import TERMINAL, AuditEntry, CancelRequest, RunRecord, StartRequest
+from keepgoing.errors import WorkflowAlreadyRunningError, WorkflowNotFoundError
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, tags=["runs"])
+
+DEFAULT_QUEUE = "default"
+Status = Literal["running", "blocked", "completed", "failed", "cancelled", "continued"]
+Seconds = Annotated[float | None, Query(ge=0, le=1e11, allow_inf_nan=False)]
+
+
+@router.post(
+    "/runs",
+    status_code=201,
+    response_model=StartResult,
+    responses=documented(
+        404,
+        409,
+        reads=False,
+        ok={"model": StartResult, "description": "The run this request already started."},
+    ),
+    summary="Start a run",
+)
+async def start_run(
+    body: StartBody,
+    request: Request,
+    principal: Triggers,
+    response: Response,
+) -> StartResult:
+    """Start a run of a workflow that a worker of this store has served.
+
+    Idempotent: repeating a start with the same `request_id`, or with the same
+    `workflow_id`, workflow and input while that run is open, returns the
+    existing run with status 200 and `created: false`. A different start with a
+    running `workflow_id` is a 409.
+    """
+    ctx = context(request)
+    queue = body.task_queue or DEFAULT_QUEUE
+    name, inputs, version = bind_input(body.workflow, body.input)
+    if name not in await ctx.store.known_workflows():
+        raise WorkflowNotFoundError(
+            f"no worker of this store has served a workflow named {name!r}; "
+            "start a worker for its file once, or check the name"
+        )
+    run_id = body.request_id or uuid.uuid4().hex
+    if body.request_id is not None:
+        earlier = await ctx.store.get_run(run_id)
+        if earlier is not None:
+            return _again(earlier, body, name, response)
+    workflow_id = body.workflow_id or f"{name}-{run_id}"
+    start = StartRequest(run_id, workflow_id, name, inputs, queue, version, ctx.clock.now())
+    try:
+        run = await ctx.store.start_run(start)
+    except WorkflowAlreadyRunningError as exc:
+        running = await ctx.store.get_run(exc.run_id)
+        if running is None or (running.workflow_name, running.input, running.task_queue) != (
+            name,
+            inputs,
+            queue,
+        ):
+            raise
+        response.status_code = 200
+        return StartResult(
+            workflow_name=name, workflow_id=workflow_id, run_id=running.run_id, created=False
+        )
+    await _audit(ctx, principal, run, queue)
+    return StartResult(
+        workflow_name=run.workflow_name,
+        workflow_id=run.workflow_id,
+        run_id=run.run_id,
+        created=True,
+    )
+
+
+def _again(earlier: RunRecord, body: StartBody, name: str, response: Response) -> StartResult:
+    same_id = body.workflow_id is None or body.workflow_id == earlier.workflow_id
+    if not same_id or earlier.workflow_name != name:
+        raise ApiError(
+            409,
+            "request_conflict",
+            f"request_id {earlier.run_id} already started run {earlier.run_id} of "
+            f"{earlier.workflow_name!r} (workflow id {earlier.workflow_id!r}); "
+            "use a new request_id for a different start",
+        )
+    response.status_code = 200
+    return StartResult(
+        workflow_name=earlier.workflow_name,
+        workflow_id=earlier.workflow_id,
+        run_id=earlier.run_id,
+        created=False,
+    )
+
+
+async def _audit(ctx: ServerContext, who: Principal, run: RunRecord, queue: str) -> None:
+    entry = AuditEntry(
+        at=ctx.clock.now(),
+        actor_kind=who.kind,
+        actor_id=who.id,
+        action="workflow.trigger",
+        workflow_id=run.workflow_id,
+        run_id=run.run_id,
+        detail={"workflow": run.workflow_name, "task_queue": queue},
+    )
+    await ctx.store.append_audit(entry)
+
+
+@router.get("/runs", response_model=RunList, responses=documented(), summary="List runs")
+async def list_runs(
+    request: Request,
+    _: ReadsRuns,
+    workflow: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+    status: Status | None = None,
+    created_after: Seconds = None,
+    created_before: Seconds = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+) -> RunList:
+    """Runs, newest first, filtered by workflow name, status and creation time
+    (UNIX seconds: `created_after <= created_at < created_before`)."""
+    runs = await context(request).store.search_runs(
+        workflow_name=workflow,
+        status=status,
+        created_after=created_after,
+        created_before=created_before,
+        limit=limit + 1,
+        offset=offset,
+    )
+    more = len(runs) > limit
+    return RunList(
+        runs=[RunView.of(r) for r in runs[:limit]],
+        next_offset=offset + limit if more else None,
+    )
+
+
+@router.get(
+    "/runs/{workflow_id:path}/history",
+    response_model=HistoryView,
+    responses=documented(404),
+    summary="A run's history",
+)
+async def history(
+    workflow_id: WorkflowIdPath,
+    request: Request,
+    _: ReadsRuns,
+    run_id: RunIdQuery = None,
+) -> HistoryView:
+    """Every event of the run in order: the format of `keepgoing history export`."""
+    store = context(request).store
+    run = await find_run(store, workflow_id, run_id)
+    events = await store.read_history(run.run_id)
+    return HistoryView(
+        workflow_id=run.workflow_id, run_id=run.run_id, events=[encode(e) for e in events]
+    )
+
+
+@router.get(
+    "/runs/{workflow_id:path}/result",
+    response_model=ResultView,
+    responses=documented(404),
+    summary="Wait for a run's result",
+)
+async def result(
+    workflow_id: WorkflowIdPath,
+    request: Request,
+    _: ReadsRuns,
+    run_id: RunIdQuery = None,
+    timeout: Annotated[float, Query(ge=0, le=60, allow_inf_nan=False)] = 30.0,
+) -> ResultView:
+    """A long poll: answers when the run ends (or is blocked), or after `timeout`
+    seconds (at most 60, capped by the server) with `done: false`."""
+    ctx = context(request)
+    key = object()
+    deadline = ctx.clock.monotonic() + min(timeout, ctx.long_poll_max)
+    await ctx.store.wait_for_change(0, key)  # from here on, no change is missed
+    while True:
+        run = await find_run(ctx.store, workflow_id, run_id)
+        done = run.status in TERMINAL or run.status == "blocked"
+        left = deadline - ctx.clock.monotonic()
+        if done or left <= 0:
+            return ResultView(done=done, run=RunView.of(run))
+        await ctx.store.wait_for_change(min(left, 1.0), key)
+
+
+@router.get(
+    "/runs/{workflow_id:path}/lineage",
+    response_model=LineageView,
+    responses=documented(404),
+    summary="A run's parent and children",
+)
+async def lineage(workflow_id: WorkflowIdPath, request: Request, _: ReadsRuns) -> LineageView:
+    """The newest run of the workflow id, the run that started it, and the runs it started."""
+    found = await context(request).store.lineage(workflow_id)
+    return LineageView(
+        run=RunView.of(found.run),
+        parent=RunView.of(found.parent) if found.parent is not None else None,
+        children=[RunView.of(c) for c in found.children],
+    )
+
+
+@router.post(
+    "/runs/{workflow_id:path}/cancel",
+    status_code=202,
+    response_model=CancelResult,
+    responses=documented(404, 409, reads=False),
+    summary="Cancel a run",
+)
+async def cancel(
+    workflow_id: WorkflowIdPath,
+    request: Request,
+    principal: CancelsRuns,
+    body: CancelBody | None = None,
+) -> CancelResult:
+    """Ask the open run to stop: its workflow sees `CancelledError` at its current
+    await and its `finally` blocks run. A run that has ended is a 409."""
+    ctx = context(request)
+    body = body or CancelBody.model_validate({})
+    run = await ctx.store.cancel_run(
+        CancelRequest(
+            workflow_id=workflow_id,
+            reason=body.reason or f"cancelled by {principal.kind} {principal.id}",
+            actor_kind=principal.kind,
+            actor_id=principal.id,
+            now=ctx.clock.now(),
+            run_id=body.run_id,
+        )
+    )
+    return CancelResult(run=RunView.of(run))
+
+
+@router.get(
+    "/runs/{workflow_id:path}",
+    response_model=RunView,
+    responses=documented(404),
+    summary="Get a run",
+)
+async def get_run(
+    workflow_id: WorkflowIdPath,
+    request: Request,
+    _: ReadsRuns,
+    run_id: RunIdQuery = None,
+) -> RunView:
+    """The newest run of the workflow id, or the run `run_id` of it."""
+    run = await find_run(context(request).store, workflow_id, run_id)
+    return RunView.of(run)

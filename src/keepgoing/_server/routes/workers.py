@@ -1,0 +1,30 @@
+"""Workers and queues, with the depth of each queue."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from keepgoing._api.queues import queue_summary
+from keepgoing._server.auth import ReadsRuns
+from keepgoing._server.context import context
+from keepgoing._server.routes._common import PREFIX, documented
+from keepgoing._server.schemas import QueueList, QueueView, WorkerList, WorkerView
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, tags=["workers"])
+
+
+@router.get("/workers", response_model=WorkerList, responses=documented(), summary="List workers")
+async def list_workers(request: Request, _: ReadsRuns) -> WorkerList:
+    """The registered workers (a worker deregisters when it stops), oldest first."""
+    workers = await context(request).store.list_workers()
+    return WorkerList(workers=[WorkerView.of(w) for w in workers])
+
+
+@router.get("/queues", response_model=QueueList, responses=documented(), summary="List queues")
+async def list_queues(request: Request, _: ReadsRuns) -> QueueList:
+    """Every queue that has work or a worker, with its depth and how many workers serve it."""
+    ctx = context(request)
+    rows = await queue_summary(ctx.store, ctx.clock.now())
+    return QueueList(queues=[QueueView(**row) for row in rows])

@@ -1,0 +1,121 @@
+"""The store's volume facet: versioned file trees, committed atomically.
+
+Model
+-----
+* A **volume** has a name, refs and versions. Creating a volume creates its
+  ref ``main`` with no version.
+* A **version** (1, 2, 3, ... per volume) is an immutable manifest: path ->
+  (content hash, size, updated_at). Versions are never deleted.
+* A **ref** names a head version (or none yet). ``fork`` makes a new ref at
+  a version of another. Commits move a ref's head by compare-and-set: the
+  change set of a :class:`~keepgoing._volumes.types.StagedCommit` is applied
+  to the head the commit finds, and re-applied if the head moved meanwhile,
+  so two writers that commit at once both land and no update is lost.
+* Content is stored content-addressed (SHA-256), in content-defined chunks
+  shared across versions and volumes: a file that did not change costs
+  nothing in a new version.
+* :meth:`Store.complete_task` applies a successful attempt's
+  ``TaskOutcome.volume_commits`` in the transaction that records the
+  completion (after the fence check, before ``TaskCompleted``), appending one
+  ``MemoryCommitted`` info event per new version. A refused completion
+  applies none of them.
+
+A version is addressed by ``(volume, ref, version)``: ``version=None`` means
+the ref's head. Methods are coroutines and may raise
+:class:`~keepgoing.errors.StoreError` when storage fails.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from keepgoing._volumes.types import CommitOrigin, FileInfo, StagedCommit, VersionInfo
+
+__all__ = ["VolumeStore"]
+
+
+class VolumeStore(abc.ABC):
+    """Versioned volumes, stored alongside the runs they are written by."""
+
+    @abc.abstractmethod
+    async def volume_open(self, name: str, *, create: bool, now: float) -> bool:
+        """Make sure volume ``name`` exists; return True if this call created it.
+
+        Raises:
+            VolumeNotFoundError: it does not exist and ``create`` is False.
+        """
+
+    @abc.abstractmethod
+    async def volume_list(self) -> list[str]:
+        """The name of every volume, sorted."""
+
+    @abc.abstractmethod
+    async def volume_commit(
+        self, commit: StagedCommit, *, now: float, origin: CommitOrigin | None = None
+    ) -> VersionInfo | None:
+        """Apply ``commit`` to its ref's current head as one new version; return it.
+
+        Creates the ref first when ``commit.fork_from`` is set and the ref is
+        missing. Returns None (and makes no version) when the commit has no
+        changes.
+
+        Raises:
+            VolumeNotFoundError: the volume, the ref, or version ``restore`` is missing.
+        """
+
+    @abc.abstractmethod
+    async def volume_version(
+        self, volume: str, ref: str, version: int | None = None
+    ) -> VersionInfo | None:
+        """Version ``version`` of ``volume``, or with None the head of ``ref`` (None if
+        the ref has no version yet).
+
+        Raises:
+            VolumeNotFoundError: the volume, the ref, or the version is missing.
+        """
+
+    @abc.abstractmethod
+    async def volume_versions(self, volume: str, ref: str, limit: int) -> list[VersionInfo]:
+        """The newest ``limit`` versions committed on ``ref``, oldest first.
+
+        Raises:
+            VolumeNotFoundError: the volume or the ref is missing.
+        """
+
+    @abc.abstractmethod
+    async def volume_files(
+        self, volume: str, ref: str, version: int | None = None
+    ) -> list[FileInfo]:
+        """Every file of a version (None: the head of ``ref``), sorted by path.
+
+        Raises:
+            VolumeNotFoundError: the volume, the ref, or the version is missing.
+        """
+
+    @abc.abstractmethod
+    async def volume_read(self, volume: str, ref: str, version: int | None, path: str) -> bytes:
+        """The content of ``path`` at a version (None: the head of ``ref``).
+
+        Raises:
+            VolumeNotFoundError: the volume, the ref, or the version is missing.
+            VolumeFileNotFoundError: the version has no file ``path``.
+        """
+
+    @abc.abstractmethod
+    async def volume_fork(
+        self, volume: str, ref: str, new_ref: str, version: int | None, now: float
+    ) -> None:
+        """Create ``new_ref`` at ``version`` (None: the head of ``ref``), forked from ``ref``.
+
+        Raises:
+            VolumeNotFoundError: the volume, the ref, or the version is missing.
+            VolumeError: ``new_ref`` already exists.
+        """
+
+    @abc.abstractmethod
+    async def volume_forks(self, volume: str, ref: str) -> list[str]:
+        """The refs forked from ``ref``, sorted.
+
+        Raises:
+            VolumeNotFoundError: the volume or the ref is missing.
+        """
