@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import keepgoing
 from bench._workflows import WORKFLOWS_FILE
 from keepgoing import Client, WorkflowRunHandle
 from keepgoing._history.events import WorkflowCompleted, WorkflowStarted
@@ -136,10 +137,22 @@ class Workspace:
         self.client = Client(store=self.store_url)
         self.workers: list[WorkerProcess] = []
 
-    def start_worker(self, *, concurrency: int = 16, wait: bool = True) -> WorkerProcess:
-        """Start ``keepgoing worker`` on the benchmark workflows; wait until it has registered."""
+    def start_worker(
+        self,
+        *,
+        concurrency: int = 16,
+        wait: bool = True,
+        file: str = WORKFLOWS_FILE,
+        env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
+        """Start ``keepgoing worker FILE`` (default: the benchmark workflows).
+
+        ``env`` adds variables to the worker's environment. With ``wait``,
+        returns once the worker has registered with the store.
+        """
         before = self.registered_workers()
-        worker = WorkerProcess(self, f"w{len(self.workers) + 1}", concurrency)
+        name = f"w{len(self.workers) + 1}"
+        worker = WorkerProcess(self, name, concurrency, file=file, env=env)
         self.workers.append(worker)
         if wait:
             wait_until(
@@ -167,18 +180,31 @@ class Workspace:
 
 
 class WorkerProcess:
-    """``python -m keepgoing.cli worker bench/_workflows.py --store URL`` with default settings."""
+    """``python -m keepgoing.cli worker FILE --store URL`` with default settings.
 
-    def __init__(self, workspace: Workspace, name: str, concurrency: int) -> None:
+    ``KEEPGOING_*`` variables are removed from the worker's environment so it
+    runs with the default settings; ``env`` adds variables after that.
+    """
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        name: str,
+        concurrency: int,
+        *,
+        file: str = WORKFLOWS_FILE,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.log_path = os.path.join(workspace.folder, f"{name}.log")
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+        environment = {k: v for k, v in os.environ.items() if k not in _SCRUBBED_ENV}
+        environment.update(env or {})
         command = [
             sys.executable,
             "-m",
             "keepgoing.cli",
             "worker",
-            WORKFLOWS_FILE,
+            file,
             "--store",
             workspace.store_url,
             "--concurrency",
@@ -188,7 +214,7 @@ class WorkerProcess:
             self.process = subprocess.Popen(
                 command,
                 cwd=workspace.folder,
-                env=env,
+                env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -257,7 +283,26 @@ def machine_facts() -> dict[str, Any]:
         "journal_mode": journal_mode.upper(),
         "synchronous": synchronous.upper(),
         "load_average_1m": round(os.getloadavg()[0], 2),
+        "keepgoing_source": _source_revision(),
     }
+
+
+def _source_revision() -> str:
+    """The git commit of the keepgoing package being measured, if it is a git checkout."""
+    folder = os.path.dirname(os.path.abspath(keepgoing.__file__))
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", folder, *args], capture_output=True, text=True, timeout=10, check=True
+        )
+        return done.stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    except (OSError, subprocess.SubprocessError):
+        return f"{folder} (not a git checkout)"
+    return f"commit {commit}" + (" with uncommitted changes" if dirty else "")
 
 
 def _cpu_model() -> str:

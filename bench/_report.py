@@ -107,7 +107,19 @@ def doc_section(results: Sequence[Measurement], facts: dict[str, Any], repeat: i
         f"| `{m.name}`: {m.label} | {fmt(m.value, m.unit)} | {target_text(m)} | {met_text(m)} |"
         for m in results
     ]
-    lines += ["", f"Machine: {_facts_line(facts)}.", "", END]
+    spread = "; ".join(
+        f"`{m.name}` {fmt(min(m.runs), m.unit).removesuffix(m.unit).strip()}"
+        f" to {fmt(max(m.runs), m.unit)}"
+        for m in results
+    )
+    lines += [
+        "",
+        f"Spread over the repetitions (lowest to highest): {spread}.",
+        "",
+        f"Machine: {_facts_line(facts)}. keepgoing measured: {facts['keepgoing_source']}.",
+        "",
+        END,
+    ]
     return "\n".join(lines)
 
 

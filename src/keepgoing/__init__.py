@@ -25,6 +25,8 @@ from keepgoing._api.messages import (
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._api.task import TaskDefinition, TaskHandle, task
 from keepgoing._api.workflow import WorkflowDefinition, workflow
+from keepgoing._volumes.types import FileInfo, VersionInfo, VolumeDiff
+from keepgoing._volumes.volume import Volume
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing._worker.worker import Worker
 from keepgoing.errors import (
@@ -39,6 +41,9 @@ from keepgoing.errors import (
     SchemaVersionError,
     StoreError,
     TaskFailedError,
+    VolumeError,
+    VolumeFileNotFoundError,
+    VolumeNotFoundError,
     WorkerImportError,
     WorkflowAlreadyRunningError,
     WorkflowBlockedError,
@@ -58,6 +63,7 @@ __all__ = [
     "DuplicateNameError",
     "Duration",
     "ExternalEvent",
+    "FileInfo",
     "InvalidDurationError",
     "InvalidStoreURLError",
     "KeepgoingError",
@@ -69,6 +75,12 @@ __all__ = [
     "TaskDefinition",
     "TaskFailedError",
     "TaskHandle",
+    "VersionInfo",
+    "Volume",
+    "VolumeDiff",
+    "VolumeError",
+    "VolumeFileNotFoundError",
+    "VolumeNotFoundError",
     "Worker",
     "WorkerImportError",
     "WorkerSettings",

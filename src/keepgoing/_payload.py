@@ -6,7 +6,7 @@ import json
 import math
 from typing import Any
 
-from keepgoing.errors import PayloadError
+from keepgoing.errors import PayloadError, PayloadTooLargeError
 
 __all__ = ["JSON", "MAX_MESSAGE_BYTES", "check_json", "check_message_payload", "dumps", "loads"]
 
@@ -68,14 +68,13 @@ def check_message_payload(payload: object, what: str) -> int:
     Returns its encoded size.
 
     Raises:
-        PayloadError: not JSON, or too large (``too_large`` is set on the error).
+        PayloadError: not JSON.
+        PayloadTooLargeError: over the limit.
     """
     check_json(payload, what)
     size = len(dumps(payload).encode("utf-8"))
     if size > MAX_MESSAGE_BYTES:
-        error = PayloadError(
+        raise PayloadTooLargeError(
             f"{what} is {size:,} bytes as JSON; the limit is {MAX_MESSAGE_BYTES:,} bytes (256 KiB)"
         )
-        error.too_large = True  # type: ignore[attr-defined]
-        raise error
     return size

@@ -29,10 +29,23 @@ else:
     FACTORIES["sqlite"] = _sqlite
 
 
-@pytest.fixture(params=sorted(FACTORIES))
+def _postgres(request: pytest.FixtureRequest) -> Store:
+    """The session's PostgreSQL database, emptied (skipped when there is no server)."""
+    from keepgoing._store.postgres import PostgresStore  # noqa: PLC0415
+    from postgres_support import migrated, reset  # noqa: PLC0415
+
+    url = migrated(request.getfixturevalue("postgres_url"))
+    reset(url)
+    return PostgresStore(url)
+
+
+@pytest.fixture(params=sorted([*FACTORIES, "postgresql"]))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """An opened store of each backend, closed after the test."""
-    backend = FACTORIES[request.param](tmp_path)
+    if request.param == "postgresql":
+        backend = _postgres(request)
+    else:
+        backend = FACTORIES[request.param](tmp_path)
     await backend.open()
     try:
         yield backend

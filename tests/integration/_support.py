@@ -1,8 +1,9 @@
-"""Helpers for tests that run real ``keepgoing worker`` processes on a SQLite file.
+"""Helpers for tests that run real ``keepgoing worker`` processes on a shared store.
 
 The fixtures in ``conftest.py`` hand these out:
 
-* ``kg``: the test's sandbox: the store URL (a file in ``tmp_path``), the side
+* ``kg``: the test's sandbox: the store URL (a SQLite file in ``tmp_path``, or the
+  session's PostgreSQL database, emptied: every test runs on both), the side
   effects folder (``KG_TEST_DIR``), app files copied from ``apps/``, markers,
   and the parsed side-effects log.
 * ``workers``: starts worker subprocesses and always reaps them (SIGKILL at
@@ -66,10 +67,11 @@ class Effect:
 class Sandbox:
     """Paths and helpers of one test: store URL, effects folder, app files."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, url: str | None = None) -> None:
         self.root = tmp_path
-        self.db = tmp_path / "kg.db"
-        self.url = "sqlite:///" + str(self.db)  # absolute path: four slashes
+        self.db = tmp_path / "kg.db"  # the SQLite file, unless ``url`` names another store
+        self.url = url or "sqlite:///" + str(self.db)  # absolute path: four slashes
+        self.backend = self.url.split(":", 1)[0]
         self.effects_dir = tmp_path / "effects"
         self.effects_dir.mkdir()
 

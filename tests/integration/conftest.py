@@ -12,9 +12,16 @@ import keepgoing
 from ._support import Sandbox, Workers
 
 
-@pytest.fixture
-def kg(tmp_path: Path) -> Iterator[Sandbox]:
-    sandbox = Sandbox(tmp_path)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def kg(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sandbox]:
+    """The test's sandbox, on each store backend in turn."""
+    url = None
+    if request.param == "postgresql":
+        from postgres_support import migrated, reset  # noqa: PLC0415
+
+        url = migrated(request.getfixturevalue("postgres_url"))
+        reset(url)
+    sandbox = Sandbox(tmp_path, url)
     yield sandbox
     log = sandbox.effects_dir / "effects.log"
     if log.exists():

@@ -119,9 +119,11 @@ class Background:
     def close(self) -> None:
         """Teardown: cancel the run if it is still going, then release the client."""
         if self._thread is not None and self._thread.is_alive():
-            with contextlib.suppress(keepgoing.KeepgoingError):
-                with keepgoing.Client(store=self.url) as other:
-                    other.cancel_workflow(self.workflow_id, "test teardown")
+            with (
+                contextlib.suppress(keepgoing.KeepgoingError),
+                keepgoing.Client(store=self.url) as other,
+            ):
+                other.cancel_workflow(self.workflow_id, "test teardown")
             self._thread.join(10)
         if self._thread is None or not self._thread.is_alive():
             with contextlib.suppress(RuntimeError):

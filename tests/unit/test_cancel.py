@@ -9,6 +9,7 @@ outlives the parent, so they are in ``tests/integration/test_messages_cancel.py`
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,20 @@ async def slow(folder: str) -> str:
     return "finished"
 
 
+@task(name="tcancel.cleanup_after_stop")
+def cleanup_after_stop(folder: str) -> None:
+    """Cleanup that first waits (up to 1 s, within one lease) to see the slow attempt stop.
+
+    The run is still going while this runs, so what it sees is the effect of the
+    cancellation itself, not of the in-process worker shutting down afterwards.
+    """
+    marker = Path(folder) / "slow-cancelled"
+    deadline = time.monotonic() + 1
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    CLEANUPS.append(f"runs_slow_task saw the attempt stop: {marker.exists()}")
+
+
 @workflow(name="tcancel.waiter")
 async def waiter() -> str:
     try:
@@ -63,7 +78,7 @@ async def runs_slow_task(folder: str) -> str:
     try:
         return await slow(folder)
     finally:
-        await cleanup("runs_slow_task")
+        await cleanup_after_stop(folder)
 
 
 @workflow(name="tcancel.sleeper")
@@ -158,12 +173,32 @@ def test_cancelling_stops_a_running_async_task_attempt_and_finally_still_runs(
 
     with pytest.raises(WorkflowCancelledError):
         run.join()
-    wait_until((tmp_path / "slow-cancelled").exists, 5, "the attempt to be told to stop")
-    assert CLEANUPS == ["runs_slow_task"]
+    assert CLEANUPS == ["runs_slow_task saw the attempt stop: True"]
     history = client.history(run.workflow_id)
     (scheduled,) = of_type(history, ev.TaskScheduled, name="tcancel.slow")
     assert of_type(history, ev.TaskCancelRequested, cmd=scheduled.cmd)
     assert of_type(history, ev.TaskCompleted, cmd=scheduled.cmd) == []
+
+
+@task(name="tcancel.outlives_a_lease", max_worker_losses=0)  # one attempt: nothing left over
+async def outlives_a_lease(seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+@workflow(name="tcancel.long_step")
+async def long_step(seconds: float) -> str:
+    return await outlives_a_lease(seconds)
+
+
+def test_run_workflow_runs_a_task_longer_than_the_lease_ttl(
+    client: keepgoing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KEEPGOING_LEASE_TTL", "300ms")
+    monkeypatch.setenv("KEEPGOING_HEARTBEAT", "50ms")
+    assert client.run_workflow(long_step, {"seconds": 0.8}, workflow_id="long-step") == "done"
+    history = client.history("long-step")
+    assert of_type(history, ev.TaskAttemptFailed) == []
 
 
 def test_cancelling_a_sleeping_workflow_cancels_its_timer(

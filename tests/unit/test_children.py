@@ -27,7 +27,7 @@ from keepgoing import (
 from keepgoing._history import events as ev
 from keepgoing.testing import fake_clock
 
-from ._messaging_support import Runs, of_type, wait_until
+from ._messaging_support import Runs, of_type
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -221,18 +221,18 @@ def test_a_parent_cannot_start_two_running_children_with_one_id(
 
 # -- a parent that returns before its child ----------------------------------------------------
 
-CLEANUPS: list[str] = []
-CHILD_PIDS: list[int] = []
+cleanups: list[str] = []
+child_pids: list[int] = []
 
 
 @task(name="tchild.cleanup")
 def cleanup(who: str) -> None:
-    CLEANUPS.append(who)
+    cleanups.append(who)
 
 
 @task(name="tchild.record_pid")
 def record_pid() -> None:
-    CHILD_PIDS.append(os.getpid())
+    child_pids.append(os.getpid())
 
 
 @workflow(name="tchild.lingering")
@@ -252,6 +252,29 @@ async def returns_first(pause: float) -> str:
     return handle.workflow_id
 
 
+@workflow(name="tchild.signalling_child")
+async def signalling_child() -> str:
+    """Like ``lingering``, but tells its parent once it is inside its try block."""
+    await record_pid()
+    try:
+        parent = parent_workflow_id()
+        assert parent is not None
+        await send_message(parent, "ready")
+        await wait_for_message("never")
+    finally:
+        await cleanup("lingering child")
+    return "unreachable"
+
+
+@workflow(name="tchild.returns_when_child_ready")
+async def returns_when_child_ready(fail: bool) -> str:
+    handle = await start_child(signalling_child)
+    await wait_for_message("ready")
+    if fail:
+        raise RuntimeError("the parent broke")
+    return handle.workflow_id
+
+
 @workflow(name="tchild.awaits_child")
 async def awaits_child() -> dict[str, Any]:
     return await (await start_child(whoami, {"tag": "in-process"}))
@@ -259,11 +282,11 @@ async def awaits_child() -> dict[str, Any]:
 
 @pytest.fixture
 def side_effects() -> Iterator[None]:
-    CLEANUPS.clear()
-    CHILD_PIDS.clear()
+    cleanups.clear()
+    child_pids.clear()
     yield
-    CLEANUPS.clear()
-    CHILD_PIDS.clear()
+    cleanups.clear()
+    child_pids.clear()
 
 
 def test_in_process_a_child_runs_here_and_returns_its_result() -> None:
@@ -278,25 +301,31 @@ def test_in_process_a_child_is_cancelled_and_cleans_up_when_the_parent_returns_f
     with fake_clock():
         child_id = asyncio.run(returns_first(3600))
     assert child_id.endswith("/tchild.lingering-1")
-    assert CHILD_PIDS == [os.getpid()]  # the child ran in this process
-    assert CLEANUPS == ["lingering child"]  # and its finally block ran
+    assert child_pids == [os.getpid()]  # the child ran in this process
+    assert cleanups == ["lingering child"]  # and its finally block ran
 
 
-@pytest.mark.xfail(
-    reason="bug: Client.run_workflow stops its private worker when the parent ends, so a "
-    "child still running then gets CancelRequested on a queue nobody serves: it stays "
-    "'running' forever and its finally block never runs",
-    strict=True,
-)
 def test_through_the_store_a_child_is_cancelled_when_the_parent_returns_first(
     client: keepgoing.Client, side_effects: None
 ) -> None:
-    child_id = client.run_workflow(returns_first, {"pause": 0.5}, workflow_id="returns-first")
-    assert CHILD_PIDS == [os.getpid()]  # the child was waiting when the parent returned
-    wait_until(
-        lambda: client.get_run(child_id).status == "cancelled", 5, "the child to be cancelled"
+    child_id = client.run_workflow(
+        returns_when_child_ready, {"fail": False}, workflow_id="returns-first"
     )
-    assert CLEANUPS == ["lingering child"]
+    assert child_pids == [os.getpid()]  # the child ran here
+    assert client.get_run(child_id).status == "cancelled"  # settled before run_workflow returned
+    assert cleanups == ["lingering child"]
+
+
+def test_through_the_store_a_child_is_cancelled_when_the_parent_fails(
+    client: keepgoing.Client, side_effects: None
+) -> None:
+    with pytest.raises(WorkflowFailedError, match="the parent broke"):
+        client.run_workflow(returns_when_child_ready, {"fail": True}, workflow_id="fails-first")
+    (child,) = client.lineage("fails-first")["children"]
+    assert child.status == "cancelled"
+    assert cleanups == ["lingering child"]
+    (requested,) = of_type(client.history(child.workflow_id), ev.CancelRequested)
+    assert requested.actor_kind == "workflow"
 
 
 # -- continue-as-new ---------------------------------------------------------------------------

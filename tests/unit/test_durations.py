@@ -118,7 +118,7 @@ def test_a_huge_int_is_refused_naming_the_field() -> None:
         parse_duration(10**400, what="timeout")
 
 
-@pytest.mark.parametrize("text", ["1h1h", "1m1h", "30s1h", "١٠s"])
+@pytest.mark.parametrize("text", ["1h1h", "1m1h", "30s1h", "\u0661\u0660s"])
 def test_repeated_out_of_order_or_non_ascii_units_are_refused(text: str) -> None:
     with pytest.raises(InvalidDurationError, match="retry_delay"):
         parse_duration(text, what="retry_delay")

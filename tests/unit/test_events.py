@@ -9,6 +9,7 @@ matched when the wait starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from keepgoing import (
     workflow,
 )
 from keepgoing._history import events as ev
+from keepgoing.errors import PayloadTooLargeError
 from keepgoing.testing import fake_clock
 
 from ._messaging_support import Runs, count_rows, of_type, wait_until
@@ -184,12 +186,6 @@ def test_a_wait_that_times_out_raises_workflow_message_timeout_error(
     assert time.perf_counter() - began < 10
 
 
-@pytest.mark.xfail(
-    reason="bug: an event published after a wait_for_event deadline is matched to the "
-    "ended wait (its event_waits row stays 'waiting'), so a later wait with the same "
-    "type/correlation id never receives it",
-    strict=True,
-)
 def test_an_event_after_the_deadline_is_kept_for_a_later_wait(
     runs: Runs, client: keepgoing.Client
 ) -> None:
@@ -212,6 +208,27 @@ def test_an_event_after_the_deadline_is_kept_for_a_later_wait(
     history = client.history(run.workflow_id)
     assert of_type(history, ev.EventReceived, cmd=ended.cmd) == []
     assert [e.event_id for e in of_type(history, ev.EventReceived)] == ["evt-late"]
+
+
+@workflow(name="tev.timeout_then_wait_again")
+async def timeout_then_wait_again(order: str) -> list[Any]:
+    with contextlib.suppress(WorkflowMessageTimeoutError):
+        await wait_for_event("payment", order, timeout=0.2)
+    again = await wait_for_event("payment", order, timeout=10)
+    return [again.event_id, again.payload]
+
+
+def test_an_event_after_the_deadline_goes_to_the_wait_that_is_open(
+    runs: Runs, client: keepgoing.Client
+) -> None:
+    run = runs.start(timeout_then_wait_again, {"order": "o-next"}).drive()
+    wait_until(lambda: len(event_waits(client, run.workflow_id)) == 2, what="the second wait")
+    ended, current = event_waits(client, run.workflow_id)
+    client.publish_event("payment", "o-next", "late", event_id="evt-next")
+    assert run.join() == ["evt-next", "late"]
+    history = client.history(run.workflow_id)
+    assert of_type(history, ev.EventReceived, cmd=ended.cmd) == []
+    assert len(of_type(history, ev.EventReceived, cmd=current.cmd)) == 1
 
 
 def test_each_publish_is_audited_once(runs: Runs, client: keepgoing.Client) -> None:
@@ -245,7 +262,7 @@ def test_a_bad_event_payload_is_refused_and_nothing_is_stored(
     wait_until(lambda: event_waits(client, run.workflow_id), what="the event wait")
     with pytest.raises(PayloadError) as caught:
         client.publish_event("payment", "o-bad", payload, event_id="evt-bad")
-    assert bool(getattr(caught.value, "too_large", False)) is too_large
+    assert isinstance(caught.value, PayloadTooLargeError) is too_large
     with pytest.raises(keepgoing.WorkflowFailedError, match="WorkflowMessageTimeoutError"):
         run.join()
     assert of_type(client.history(run.workflow_id), ev.EventReceived) == []

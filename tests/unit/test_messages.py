@@ -25,6 +25,7 @@ from keepgoing import (
     workflow,
 )
 from keepgoing._history import events as ev
+from keepgoing.errors import PayloadTooLargeError
 from keepgoing.testing import DEFAULT_START, fake_clock
 
 from ._messaging_support import Runs, count_rows, of_type, wait_until
@@ -378,7 +379,7 @@ def test_an_oversized_message_is_refused_and_nothing_is_stored(
     before = client.history(run.workflow_id)
     with pytest.raises(PayloadError) as caught:
         client.send_workflow_message(run.workflow_id, "m", payload)
-    assert getattr(caught.value, "too_large", False) is True
+    assert isinstance(caught.value, PayloadTooLargeError)
     assert "256 KiB" in str(caught.value)
     assert client.history(run.workflow_id) == before
     assert client.list_audit(action="message.send") == []
@@ -390,6 +391,16 @@ def test_a_message_of_exactly_256_kib_is_accepted(runs: Runs, client: keepgoing.
     payload = "z" * (LIMIT - 2)  # two bytes of quotes make it exactly 256 KiB as JSON
     client.send_workflow_message(run.workflow_id, "m", payload)
     assert run.drive().join() == [payload]
+
+
+def test_the_limit_counts_utf8_bytes_not_characters(runs: Runs, client: keepgoing.Client) -> None:
+    run = runs.start(take, {"names": ["m"]})
+    fits = "é" * ((LIMIT - 2) // 2)  # two bytes each: exactly 256 KiB with the quotes
+    with pytest.raises(PayloadError) as caught:
+        client.send_workflow_message(run.workflow_id, "m", fits + "é")
+    assert isinstance(caught.value, PayloadTooLargeError)
+    client.send_workflow_message(run.workflow_id, "m", fits)
+    assert run.drive().join() == [fits]
 
 
 @pytest.mark.parametrize(
@@ -409,7 +420,7 @@ def test_a_non_json_message_is_refused_and_nothing_is_stored(
     before = client.history(run.workflow_id)
     with pytest.raises(PayloadError) as caught:
         client.send_workflow_message(run.workflow_id, "m", payload)
-    assert not getattr(caught.value, "too_large", False)
+    assert not isinstance(caught.value, PayloadTooLargeError)
     assert client.history(run.workflow_id) == before
     assert count_rows(tmp_path / "kg.db", "audit_log") == 0
 
@@ -434,6 +445,26 @@ def test_a_send_to_a_finished_workflow_raises_not_running_and_stores_nothing(
     assert client.history(run.workflow_id) == before
     assert len(client.list_audit(action="message.send")) == 1
     assert count_rows(tmp_path / "kg.db", "audit_log") == 1
+
+
+def test_a_send_addressed_to_a_run_id_must_name_an_open_run_of_that_workflow(
+    runs: Runs, client: keepgoing.Client
+) -> None:
+    first = runs.start(take, {"names": ["m"]}, workflow_id="by-run-id")
+    client.send_workflow_message("by-run-id", "m", 1, run_id=first.handle.run_id)
+    assert first.drive().join() == [1]
+    second = runs.start(take, {"names": ["m"]}, workflow_id="by-run-id")  # the id is free again
+    with pytest.raises(WorkflowNotRunningError):
+        client.send_workflow_message("by-run-id", "m", 2, run_id=first.handle.run_id)
+    with pytest.raises(RunNotFoundError):
+        client.send_workflow_message("other-id", "m", 2, run_id=second.handle.run_id)
+    client.send_workflow_message("by-run-id", "m", 3)  # the newest run
+    assert second.drive().join() == [3]
+
+
+def test_in_process_a_wait_nothing_can_end_is_reported_under_the_fake_clock() -> None:
+    with fake_clock(), pytest.raises(RuntimeError, match="cannot happen"):
+        asyncio.run(take(["never-sent"]))
 
 
 def test_a_message_name_must_be_a_non_empty_string(runs: Runs, client: keepgoing.Client) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from keepgoing._api.durations import Duration, parse_duration
 from keepgoing._api.messages import check_name, require_workflow, send_message
+from keepgoing._api.registry import registry
 from keepgoing._api.workflow import WorkflowDefinition
 from keepgoing._history import events as ev
 from keepgoing._payload import check_json
@@ -62,6 +63,7 @@ async def start_child(
 
     Raises:
         WorkflowAlreadyRunningError: a workflow with that id is running.
+        WorkflowNotFoundError: no workflow with that name is defined in this code.
         PayloadError: ``inputs`` are not JSON.
         RuntimeError: outside a workflow.
     """
@@ -71,6 +73,8 @@ async def start_child(
         document = workflow_or_name.bind_input(inputs)
     else:
         name = check_name(workflow_or_name, "the child workflow name")
+        # The child runs on the parent's queue, served by workers with this code.
+        registry.workflow(name)  # WorkflowNotFoundError for a name nobody can run
         if inputs is not None and not isinstance(inputs, Mapping):
             raise PayloadError(f"inputs of child {name!r} must be a mapping of parameter names")
         check_json(dict(inputs or {}), f"inputs of child workflow {name!r}")

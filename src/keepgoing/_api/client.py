@@ -7,9 +7,8 @@ once a server is configured, HTTP. Both offer the same methods.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from keepgoing._api.http_client import HttpClient
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._api.store_client import StoreClient
 from keepgoing._api.workflow import WorkflowDefinition
@@ -17,6 +16,9 @@ from keepgoing._history.events import Event
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry, WorkerRecord
 from keepgoing.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from keepgoing._api.http_client import HttpClient
 
 __all__ = ["Client"]
 
@@ -48,6 +50,8 @@ class Client:
         url = url or (None if store is not None else os.environ.get("KEEPGOING_URL"))
         self._backend: StoreClient | HttpClient
         if url:
+            from keepgoing._api.http_client import HttpClient  # noqa: PLC0415 (httpx is slow to import)
+
             self._backend = HttpClient(url, token or os.environ.get("KEEPGOING_TOKEN"))
         else:
             self._backend = StoreClient(store)

@@ -17,7 +17,8 @@ from fastapi.openapi.utils import get_openapi
 
 from keepgoing import __version__
 from keepgoing._clock import Clock, system_clock
-from keepgoing._server.context import DEFAULT_MAX_BODY, ServerContext
+from keepgoing._server.context import ServerContext
+from keepgoing._server.defaults import DEFAULT_MAX_BODY
 from keepgoing._server.errors import install_error_handlers
 from keepgoing._server.middleware import AccessLog, BodyLimit
 from keepgoing._server.routes import ROUTERS

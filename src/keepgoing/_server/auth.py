@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -22,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from keepgoing._server.context import context
 from keepgoing._server.errors import ApiError
+from keepgoing._server.tokens import hash_secret
 from keepgoing._store.auth_protocol import TokenRecord
 from keepgoing._store.protocol import Store
 
@@ -35,8 +35,6 @@ __all__ = [
     "Triggers",
     "Principal",
     "authenticate",
-    "hash_secret",
-    "new_token",
     "principal_of",
     "require",
 ]
@@ -62,17 +60,6 @@ class Principal:
 
 #: The caller when authentication is disabled (loopback only): allowed everything.
 ANONYMOUS = Principal("user", "anonymous", None, frozenset({"admin"}))
-
-
-def hash_secret(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
-def new_token() -> tuple[str, str, str]:
-    """A fresh ``(token_id, token_text, secret_hash)``; the text is shown once."""
-    token_id = secrets.token_hex(8)
-    secret = secrets.token_urlsafe(32)
-    return token_id, f"kg_{token_id}_{secret}", hash_secret(secret)
 
 
 def principal_of(token: TokenRecord) -> Principal:

@@ -7,13 +7,11 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from keepgoing._clock import Clock, system_clock
+from keepgoing._server.defaults import DEFAULT_MAX_BODY
 from keepgoing._services.orchestrator import Orchestrator
 from keepgoing._store.protocol import Store
 
 __all__ = ["Counters", "ServerContext", "context"]
-
-#: The largest request body the server reads (a message payload is capped at 256 KiB).
-DEFAULT_MAX_BODY = 1024 * 1024
 
 
 @dataclass

@@ -19,7 +19,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from keepgoing import errors
 
-__all__ = ["STATUS", "ApiError", "error_response", "install_error_handlers"]
+__all__ = ["STATUS", "TOO_LARGE", "ApiError", "error_response", "install_error_handlers"]
+
+#: Set in the request scope's state when the body crossed the size limit while streaming.
+TOO_LARGE = "keepgoing.body_too_large"
 
 log = logging.getLogger("keepgoing.server")
 
@@ -72,7 +75,7 @@ def error_response(
 def from_keepgoing(exc: errors.KeepgoingError) -> ApiError:
     """The API's answer to an error the engine or store raised."""
     code = exc.code
-    if isinstance(exc, errors.PayloadError) and getattr(exc, "too_large", False):
+    if isinstance(exc, errors.PayloadTooLargeError):
         code = errors.PayloadTooLargeError.code
     status = STATUS.get(code)
     if status is None:
@@ -100,9 +103,14 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         return error_response(400, "invalid_request", _describe(exc), {"errors": _problems(exc)})
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        too_large = request.scope.get("state", {}).get(TOO_LARGE)
+        if too_large:
+            return error_response(413, "payload_too_large", too_large)
+        code = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}.get(
+            exc.status_code, "http_error"
+        )
         return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
 
     async def crashed(_: Request, exc: Exception) -> JSONResponse:

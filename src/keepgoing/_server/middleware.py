@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keepgoing._clock import system_clock
 from keepgoing._server.context import ServerContext
-from keepgoing._server.errors import ApiError, error_response
+from keepgoing._server.errors import TOO_LARGE, ApiError, error_response
 
 __all__ = ["AccessLog", "BodyLimit"]
 
@@ -49,6 +49,9 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
+                    # FastAPI turns any error while reading the body into a 400; the
+                    # flag lets the error handler answer 413 instead.
+                    scope.setdefault("state", {})[TOO_LARGE] = _too_large(limit)
                     raise ApiError(413, "payload_too_large", _too_large(limit))
             return message
 

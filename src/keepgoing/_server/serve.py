@@ -11,13 +11,16 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import uvicorn
 
 from keepgoing._server.app import create_app
-from keepgoing._server.context import DEFAULT_MAX_BODY
+from keepgoing._server.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT
 from keepgoing._server.logging import configure_logging
 from keepgoing._store.protocol import Store
 from keepgoing._store.url import resolve_store_url, store_from_url
@@ -26,9 +29,6 @@ from keepgoing.errors import ConfigurationError
 __all__ = ["ServeOptions", "bind", "check_bind", "is_loopback", "run_server"]
 
 log = logging.getLogger("keepgoing.server")
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8711
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def run_server(options: ServeOptions) -> None:
-    """Serve until SIGINT or SIGTERM.
+def run_server(options: ServeOptions, *, stop: threading.Event | None = None) -> None:
+    """Serve until SIGINT or SIGTERM (or until ``stop`` is set, from another thread).
 
     Raises:
         ConfigurationError: a refused bind address or a bad store URL.
@@ -102,12 +102,14 @@ def run_server(options: ServeOptions) -> None:
     store = store_from_url(options.store)
     sock = bind(options.host, options.port)
     try:
-        asyncio.run(_serve(store, sock, options))
+        asyncio.run(_serve(store, sock, options, stop))
     finally:
         sock.close()
 
 
-async def _serve(store: Store, sock: socket.socket, options: ServeOptions) -> None:
+async def _serve(
+    store: Store, sock: socket.socket, options: ServeOptions, stop: threading.Event | None
+) -> None:
     await store.open()  # a broken store fails here, before the server says it is up
     try:
         await _warn_about(store, options)
@@ -120,7 +122,10 @@ async def _serve(store: Store, sock: socket.socket, options: ServeOptions) -> No
             timeout_graceful_shutdown=5,
             server_header=False,
         )
-        server = uvicorn.Server(config)
+        server = _Server(config)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, server.stop)
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         log.info(
@@ -131,10 +136,40 @@ async def _serve(store: Store, sock: socket.socket, options: ServeOptions) -> No
             "on" if options.auth else "OFF",
             extra={"fields": {"event": "listening", "host": host, "port": port}},
         )
-        await server.serve(sockets=[sock])
+        watch = asyncio.create_task(_watch(stop, server)) if stop is not None else None
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            if watch is not None:
+                watch.cancel()
     finally:
         with contextlib.suppress(Exception):
             await store.close()
+
+
+async def _watch(stop: threading.Event, server: _Server) -> None:
+    # A thread's event: polled, since waiting for it in a thread would hold up shutdown.
+    while not stop.is_set():  # noqa: ASYNC110
+        await asyncio.sleep(0.1)
+    server.should_exit = True
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, but signals are ours: a stop ends :func:`run_server` normally, so the
+    store is closed and ``keepgoing dev`` stops its worker (uvicorn would re-raise
+    the signal after shutdown and kill the process first)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def install_signal_handlers(self) -> None:  # uvicorn < 0.29
+        return
+
+    def stop(self) -> None:
+        if self.should_exit:
+            self.force_exit = True  # a second Ctrl-C: do not wait for open requests
+        self.should_exit = True
 
 
 async def _warn_about(store: Store, options: ServeOptions) -> None:

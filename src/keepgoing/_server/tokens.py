@@ -5,18 +5,35 @@ Used by the API (``/api/v1/tokens``) and by ``keepgoing token`` in store mode.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import secrets
 from collections.abc import Sequence
 
-from keepgoing._server.auth import new_token
 from keepgoing._store.auth_protocol import PERMISSIONS, TokenKind, TokenRecord
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry
 from keepgoing.errors import InvalidRequestError, TokenNotFoundError
 
-__all__ = ["check_permissions", "create_token", "revoke_token"]
+__all__ = ["check_permissions", "create_token", "hash_secret", "new_token", "revoke_token"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
+
+
+def hash_secret(secret: str) -> str:
+    """The hex SHA-256 of a token's secret: all the store keeps of it."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def new_token() -> tuple[str, str, str]:
+    """A fresh ``(token_id, token_text, secret_hash)``; the text is shown once.
+
+    The text is ``kg_<id>_<secret>``: a 16-hex-digit public id, and 32 random
+    bytes from :func:`secrets.token_urlsafe`.
+    """
+    token_id = secrets.token_hex(8)
+    secret = secrets.token_urlsafe(32)
+    return token_id, f"kg_{token_id}_{secret}", hash_secret(secret)
 
 
 def check_permissions(permissions: Sequence[str]) -> tuple[str, ...]:

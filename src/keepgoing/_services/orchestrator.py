@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from keepgoing._clock import Clock, system_clock
 from keepgoing._store.protocol import Store
+from keepgoing.errors import StoreError
 
 __all__ = ["Orchestrator", "OrchestratorStats"]
 
@@ -85,9 +86,12 @@ class Orchestrator:
                 if await self.tick():
                     continue
                 timeout = await self._idle_time()
-            except Exception:
+            except Exception as exc:
                 self.stats.errors += 1
-                log.exception("orchestrator pass failed; retrying")
+                if isinstance(exc, StoreError):  # the database is away: no traceback
+                    log.warning("orchestrator pass failed (%s); retrying", exc)
+                else:
+                    log.exception("orchestrator pass failed; retrying")
                 timeout = 1.0
             await self._wait(timeout)
 

@@ -1,4 +1,9 @@
-"""Leases, timers and the worker registry on SQLite (see ``_sqlite_ops``)."""
+"""Leases, timers and the worker registry on SQLite (see ``_sqlite_ops``).
+
+The sweeps here run on PostgreSQL too, with any number of callers at once;
+their ``SKIP LOCKED`` markers are what make each due timer fire once and
+each expired lease be reaped once (lock order: ``_dialect``).
+"""
 
 from __future__ import annotations
 
@@ -17,26 +22,37 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
         (worker_id,),
     ).fetchall()
     error = ev.ErrorInfo(type="keepgoing.Released", message="the worker shut down")
+    released = 0
     for run_id, cmd in rows:
-        fail_attempt(conn, run_id, cmd, "released", error, worker_id, now)
+        # The run's row first, then check the attempt is still ours (a reaper
+        # may have taken it since the read above).
+        conn.execute("SELECT 1 FROM runs WHERE run_id = ? /*FOR UPDATE*/", (run_id,))
+        if conn.execute(
+            "SELECT 1 FROM tasks WHERE run_id = ? AND cmd = ? AND status = 'running' "
+            "AND lease_owner = ?",
+            (run_id, cmd, worker_id),
+        ).fetchone():
+            fail_attempt(conn, run_id, cmd, "released", error, worker_id, now)
+            released += 1
     conn.execute(
         "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE lease_owner = ?",
         (worker_id,),
     )
-    return len(rows)
+    return released
 
 
 def heartbeat(
     conn: sqlite3.Connection, worker_id: str, lease_ttl: float, now: float
 ) -> set[tuple[str, int]]:
+    # Runs before tasks: the lock order (see _dialect).
+    conn.execute(
+        "UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ?", (now + lease_ttl, worker_id)
+    )
     held = conn.execute(
         "UPDATE tasks SET lease_expires_at = MIN(? + ?, deadline + ?) "
         "WHERE status = 'running' AND lease_owner = ? RETURNING run_id, cmd",
         (now, lease_ttl, lease_ttl, worker_id),
     ).fetchall()
-    conn.execute(
-        "UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ?", (now + lease_ttl, worker_id)
-    )
     conn.execute("UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?", (now, worker_id))
     return {(r[0], r[1]) for r in held}
 
@@ -45,24 +61,40 @@ def fire_due_timers(conn: sqlite3.Connection, now: float, limit: int) -> int:
     due = conn.execute(
         "SELECT t.run_id, t.cmd FROM timers t JOIN runs r ON r.run_id = t.run_id "
         "WHERE t.status = 'pending' AND t.fire_at <= ? AND r.status = 'running' "
-        "ORDER BY t.fire_at LIMIT ?",
+        "ORDER BY t.fire_at LIMIT ? /*FOR UPDATE OF t SKIP LOCKED*/",
         (now, limit),
     ).fetchall()
+    fired = 0
     for run_id, cmd in due:
+        # A run being written now is skipped, not waited for: its timer fires
+        # in the next sweep (and this sweep can never be part of a deadlock).
+        if not _lock_run_or_skip(conn, run_id):
+            continue
         conn.execute(
             "UPDATE timers SET status = 'fired' WHERE run_id = ? AND cmd = ?", (run_id, cmd)
         )
         append(conn, run_id, [ev.TimerFired(cmd=cmd)], now)
-    return len(due)
+        fired += 1
+    return fired
 
 
 def reap_expired_leases(conn: sqlite3.Connection, now: float, limit: int) -> int:
+    conn.execute(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id IN ("
+        "SELECT run_id FROM runs WHERE lease_owner IS NOT NULL AND lease_expires_at < ? "
+        "/*FOR UPDATE SKIP LOCKED*/)",
+        (now,),
+    )
     expired = conn.execute(
         "SELECT run_id, cmd, lease_owner, deadline, attempt, timeout FROM tasks "
-        "WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ?",
+        "WHERE status = 'running' AND lease_expires_at < ? ORDER BY lease_expires_at LIMIT ? "
+        "/*FOR UPDATE SKIP LOCKED*/",
         (now, limit),
     ).fetchall()
+    reaped = 0
     for run_id, cmd, owner, deadline, attempt, timeout in expired:
+        if not _lock_run_or_skip(conn, run_id):
+            continue  # its run is being written: the next sweep reaps it
         if now > deadline:
             reason = "timeout"
             error = ev.ErrorInfo(
@@ -75,12 +107,16 @@ def reap_expired_leases(conn: sqlite3.Connection, now: float, limit: int) -> int
                 type="keepgoing.WorkerLost", message=f"worker {owner} stopped renewing its lease"
             )
         fail_attempt(conn, run_id, cmd, reason, error, owner or "", now)
-    conn.execute(
-        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-        "WHERE lease_owner IS NOT NULL AND lease_expires_at < ?",
-        (now,),
-    )
-    return len(expired)
+        reaped += 1
+    return reaped
+
+
+def _lock_run_or_skip(conn: sqlite3.Connection, run_id: str) -> bool:
+    """Lock the run's row unless another transaction holds it (SQLite: always)."""
+    row = conn.execute(
+        "SELECT 1 FROM runs WHERE run_id = ? /*FOR UPDATE SKIP LOCKED*/", (run_id,)
+    ).fetchone()
+    return row is not None
 
 
 def next_wakeup(conn: sqlite3.Connection) -> float | None:
@@ -90,7 +126,7 @@ def next_wakeup(conn: sqlite3.Connection) -> float | None:
         "  WHERE t.status = 'pending' AND r.status = 'running'"
         " UNION ALL SELECT MIN(available_at) FROM tasks WHERE status = 'pending'"
         " UNION ALL SELECT MIN(lease_expires_at) FROM tasks WHERE status = 'running'"
-        " UNION ALL SELECT MIN(lease_expires_at) FROM runs WHERE lease_owner IS NOT NULL)"
+        " UNION ALL SELECT MIN(lease_expires_at) FROM runs WHERE lease_owner IS NOT NULL) AS due"
     ).fetchone()
     return float(row[0]) if row and row[0] is not None else None
 

@@ -13,6 +13,7 @@ from keepgoing._history import events as ev
 from keepgoing._payload import dumps, loads
 from keepgoing._store import _sqlite_ops as ops
 from keepgoing._store import records as rec
+from keepgoing._store._dialect import lock_key
 from keepgoing.errors import RunNotFoundError, WorkflowAlreadyRunningError, WorkflowNotRunningError
 
 _PARENT_ENDED = "the parent workflow ended"
@@ -29,6 +30,13 @@ def open_run(conn: sqlite3.Connection, workflow_id: str, run_id: str | None) -> 
     if run is None or run.workflow_id != workflow_id:
         which = f"run {run_id!r} of workflow id" if run_id else "run with workflow id"
         raise RunNotFoundError(f"no {which} {workflow_id!r}")
+    # Lock the run before writing to it; it may have ended since the read above.
+    status = conn.execute(
+        "SELECT status FROM runs WHERE run_id = ? /*FOR UPDATE*/", (run.run_id,)
+    ).fetchone()[0]
+    if status != run.status:
+        run = ops.get_run(conn, run.run_id)
+        assert run is not None
     if run.status not in rec.OPEN:
         raise WorkflowNotRunningError(
             f"workflow {workflow_id!r} is not running (its run {run.run_id} is {run.status})"
@@ -148,6 +156,8 @@ def _continue_as_new(
 def _start_event_wait(
     conn: sqlite3.Connection, run_id: str, wait: ev.EventWaitStarted, now: float
 ) -> None:
+    # A wait and a publish on the same key take turns, so they always meet.
+    lock_key(conn, "event", wait.event_type, wait.correlation_id)
     conn.execute(
         "INSERT INTO event_waits (run_id, cmd, event_type, correlation_id, deadline, status) "
         "VALUES (?, ?, ?, ?, ?, 'waiting')",
@@ -174,12 +184,15 @@ def _deliver_event(
     correlation_id: str,
     row: tuple[Any, ...],
     now: float,
-) -> None:
+) -> bool:
+    """Match the wait ``(run_id, cmd)`` with an event; False if it stopped waiting."""
     event_id, payload, published_at = row
-    conn.execute(
-        "UPDATE event_waits SET status = 'matched', event_id = ? WHERE run_id = ? AND cmd = ?",
+    if not conn.execute(
+        "UPDATE event_waits SET status = 'matched', event_id = ? WHERE run_id = ? AND cmd = ? "
+        "AND status = 'waiting' RETURNING cmd",
         (event_id, run_id, cmd),
-    )
+    ).fetchone():
+        return False
     received = ev.EventReceived(
         cmd=cmd,
         event_id=event_id,
@@ -189,6 +202,7 @@ def _deliver_event(
         published_at=published_at,
     )
     ops.append(conn, run_id, [received], now)
+    return True
 
 
 # -- run endings --------------------------------------------------------------------------
@@ -264,6 +278,7 @@ def send_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
 
 
 def publish_event(conn: sqlite3.Connection, req: rec.EventRequest) -> rec.EventPublished:
+    lock_key(conn, "event", req.event_type, req.correlation_id)
     if conn.execute("SELECT 1 FROM events WHERE event_id = ?", (req.event_id,)).fetchone():
         return rec.EventPublished(event_id=req.event_id, duplicate=True)
     position = conn.execute("SELECT COALESCE(MAX(position), 0) + 1 FROM events").fetchone()[0]
@@ -286,22 +301,26 @@ def publish_event(conn: sqlite3.Connection, req: rec.EventRequest) -> rec.EventP
         "SELECT w.run_id, MIN(w.cmd) FROM event_waits w JOIN runs r ON r.run_id = w.run_id "
         "WHERE w.status = 'waiting' AND w.event_type = ? AND w.correlation_id = ? "
         "AND (w.deadline IS NULL OR w.deadline >= ?) "
-        "AND r.status IN ('running', 'blocked') GROUP BY w.run_id",
+        "AND r.status IN ('running', 'blocked') GROUP BY w.run_id ORDER BY w.run_id",
         (req.event_type, req.correlation_id, req.now),
     ).fetchall()
     row = (req.event_id, payload, req.now)
+    matched = []
     for run_id, cmd in waits:
-        _deliver_event(conn, run_id, cmd, req.event_type, req.correlation_id, row, req.now)
+        # Runs in run_id order, each before its wait (lock order: _dialect).
+        conn.execute("SELECT 1 FROM runs WHERE run_id = ? /*FOR UPDATE*/", (run_id,))
+        if _deliver_event(conn, run_id, cmd, req.event_type, req.correlation_id, row, req.now):
+            matched.append(run_id)
     detail = {
         "event_type": req.event_type,
         "correlation_id": req.correlation_id,
         "event_id": req.event_id,
-        "matched_runs": [w[0] for w in waits],
+        "matched_runs": matched,
     }
     append_audit(
         conn, rec.AuditEntry(req.now, req.actor_kind, req.actor_id, "event.publish", detail=detail)
     )
-    return rec.EventPublished(req.event_id, False, [w[0] for w in waits])
+    return rec.EventPublished(req.event_id, False, matched)
 
 
 def cancel_run(conn: sqlite3.Connection, req: rec.CancelRequest) -> rec.RunRecord:

@@ -101,8 +101,9 @@ def _queue_depths(conn: sqlite3.Connection, now: float) -> list[QueueDepth]:
 
 def _step_metrics(conn: sqlite3.Connection) -> StepMetrics:
     buckets = tuple(h for (h,) in conn.execute("SELECT hits FROM metric_step_buckets ORDER BY le"))
-    totals = {name: (count, total) for name, count, total in conn.execute(
-        "SELECT name, count, total FROM metric_totals"
-    )}
+    totals = {
+        name: (count, total)
+        for name, count, total in conn.execute("SELECT name, count, total FROM metric_totals")
+    }
     count, total = totals.get("step_seconds", (0, 0.0))
     return StepMetrics(buckets, count, total, totals.get("lease_expiries", (0, 0.0))[0])

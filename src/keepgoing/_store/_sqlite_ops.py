@@ -3,7 +3,9 @@
 Each function takes a connection inside the caller's transaction and does
 one store operation; the thread in ``_sqlite_thread`` supplies the
 transaction (``BEGIN IMMEDIATE`` for writes, so the write lock is held from
-the first statement and no row lock order is needed).
+the first statement and no row lock order is needed). PostgreSQL runs the
+same functions; the ``/*FOR UPDATE*/`` comments are its row locks, and
+``_dialect`` writes down their order.
 """
 
 from __future__ import annotations
@@ -191,7 +193,9 @@ def append(
     """
     seq = next_seq
     if seq is None:
-        seq = conn.execute("SELECT next_seq FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0]
+        seq = conn.execute(
+            "SELECT next_seq FROM runs WHERE run_id = ? /*FOR UPDATE*/", (run_id,)
+        ).fetchone()[0]
     rows = []
     last_input = 0
     for event in events:
@@ -235,20 +239,20 @@ def claim_activations(
             "SELECT run_id FROM runs WHERE runnable = 1 AND status = 'running' "
             f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
             "AND (lease_owner IS NULL OR lease_expires_at < ?) "
-            "ORDER BY runnable_since LIMIT ?",
+            "ORDER BY runnable_since LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
             (*queues, *names, now, limit),
         )
     ]
     claims = []
     expires = now + lease_ttl
     for run_id in ids:
-        conn.execute(
-            "UPDATE runs SET fence = fence + 1, lease_owner = ?, lease_expires_at = ? "
-            "WHERE run_id = ?",
-            (worker_id, expires, run_id),
+        run = run_record(
+            conn.execute(
+                "UPDATE runs SET fence = fence + 1, lease_owner = ?, lease_expires_at = ? "
+                f"WHERE run_id = ? RETURNING {RUN_COLUMNS}",
+                (worker_id, expires, run_id),
+            ).fetchone()
         )
-        run = get_run(conn, run_id)
-        assert run is not None
         claims.append(rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires))
     return claims
 
@@ -256,7 +260,7 @@ def claim_activations(
 def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.CommitResult:
     row = conn.execute(
         "SELECT fence, status, last_input_seq, next_seq, workflow_id, task_queue FROM runs "
-        "WHERE run_id = ?",
+        "WHERE run_id = ? /*FOR UPDATE*/",
         (c.run_id,),
     ).fetchone()
     if row is None or row[0] != c.fence or row[1] != "running":
@@ -393,13 +397,6 @@ def insert_task(
     )
 
 
-def _task_claim_row(conn: sqlite3.Connection, run_id: str, cmd: int) -> rec.TaskClaim:
-    row = conn.execute(
-        f"SELECT {TASK_COLUMNS} FROM tasks WHERE run_id = ? AND cmd = ?", (run_id, cmd)
-    ).fetchone()
-    return task_claim(row)
-
-
 def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float) -> None:
     """End a run as the command says, then settle what depended on it."""
     result = error = None
@@ -458,24 +455,33 @@ def claim_tasks(
     keys = conn.execute(
         "SELECT run_id, cmd FROM tasks WHERE status = 'pending' AND available_at <= ? "
         f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}) "
-        "ORDER BY available_at LIMIT ?",
+        "ORDER BY available_at LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
         (now, *queues, *names, limit),
     ).fetchall()
     claims = []
     for run_id, cmd in keys:
-        conn.execute(
+        row = conn.execute(
             "UPDATE tasks SET status = 'running', attempt = attempt + 1, fence = fence + 1, "
             "started_at = ?, deadline = ? + timeout, lease_owner = ?, "
-            "lease_expires_at = MIN(? + ?, ? + timeout + ?) WHERE run_id = ? AND cmd = ?",
+            "lease_expires_at = MIN(? + ?, ? + timeout + ?) WHERE run_id = ? AND cmd = ? "
+            f"RETURNING {TASK_COLUMNS}",
             (now, now, worker_id, now, lease_ttl, now, lease_ttl, run_id, cmd),
-        )
-        claims.append(_task_claim_row(conn, run_id, cmd))
+        ).fetchone()
+        claims.append(task_claim(row))
     return claims
 
 
 def complete_task(
     conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
 ) -> rec.TaskOutcomeResult:
+    # Lock order: the run's row before its task's (see _dialect).
+    run = conn.execute(
+        "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at, next_seq, "
+        "workflow_id, task_queue FROM runs WHERE run_id = ? /*FOR UPDATE*/",
+        (o.run_id,),
+    ).fetchone()
+    if run is None:
+        return rec.TaskOutcomeResult(accepted=False)
     if not o.ok:
         row = conn.execute(
             "SELECT status, fence FROM tasks WHERE run_id = ? AND cmd = ?", (o.run_id, o.cmd)
@@ -494,22 +500,18 @@ def complete_task(
         return rec.TaskOutcomeResult(accepted=False)
     memory = volumes.commit_task(conn, o) if o.volume_commits else []
     if memory:  # staged volume writes commit with the completion, before it
-        append(conn, o.run_id, memory, o.now)
+        last = append(conn, o.run_id, memory, o.now, next_seq=run[5])
+        run = (*run[:5], last + 1, *run[6:])
     done = ev.TaskCompleted(
         cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
     )
     if fast is not None:
-        run = conn.execute(
-            "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at, next_seq, "
-            "workflow_id, task_queue FROM runs WHERE run_id = ?",
-            (o.run_id,),
-        ).fetchone()
         lease_free = run[3] is None or run[4] < o.now
         unchanged = run[1] == fast.run_fence and run[2] == fast.last_input_seq
         if run[0] == "running" and unchanged and lease_free:
             activation = _apply_fast(conn, o, fast, done, run)
             return rec.TaskOutcomeResult(accepted=True, final=True, activation=activation)
-    append(conn, o.run_id, [done], o.now)
+    append(conn, o.run_id, [done], o.now, next_seq=run[5])
     return rec.TaskOutcomeResult(accepted=True, final=True)
 
 

@@ -34,7 +34,8 @@ _RAW, _ZLIB, _DELTA = 0, 1, 2
 _WINDOW = 32 * 1024  # zlib's window: only this much of a preset dictionary is used
 _LEVEL = 6
 _VERSION_COLUMNS = (
-    "volume, id, parent_id, ref, created_at, message, manifest, paths, run_id, step, attempt"
+    "volume, id, parent_id, ref, created_at, message, manifest, paths, run_id, step, attempt, "
+    "chunked"
 )
 
 
@@ -59,6 +60,11 @@ class _ObjectCache:
                 self._items.move_to_end(key)
             return found
 
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.size = 0
+
     def put(self, key: str, plain: bytes) -> None:
         if len(plain) > self.limit // 8:
             return
@@ -77,10 +83,16 @@ _CACHE = _ObjectCache(32 * 1024 * 1024)
 
 class _Txn:
     """A :class:`~keepgoing._store._volumes_core.VolumeTxn` on a connection, inside
-    the transaction the SQLite thread opened for the call."""
+    the transaction the SQLite thread opened for the call.
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    ``writing``: a write locks the ref row it reads (``/*FOR UPDATE*/``, which
+    SQLite ignores and PostgreSQL honours), so concurrent commits to one ref
+    take turns instead of failing their compare-and-set.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, writing: bool = False) -> None:
         self.conn = conn
+        self._lock = " /*FOR UPDATE*/" if writing else ""
 
     def volume_exists(self, name: str) -> bool:
         row = self.conn.execute("SELECT 1 FROM volumes WHERE name = ?", (name,)).fetchone()
@@ -95,7 +107,7 @@ class _Txn:
     def get_ref(self, volume: str, name: str) -> RefRow | None:
         row = self.conn.execute(
             "SELECT volume, name, head, base_ref, base_version, created_at FROM volume_refs "
-            "WHERE volume = ? AND name = ?",
+            f"WHERE volume = ? AND name = ?{self._lock}",
             (volume, name),
         ).fetchone()
         return RefRow(*row) if row else None
@@ -134,7 +146,7 @@ class _Txn:
         i = row.info
         self.conn.execute(
             f"INSERT INTO volume_versions ({_VERSION_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 i.volume,
                 i.id,
@@ -147,6 +159,7 @@ class _Txn:
                 i.run_id,
                 i.step,
                 i.attempt,
+                int(row.chunked),
             ),
         )
 
@@ -207,7 +220,7 @@ class _Txn:
                 codec, data, stored_base, depth = _DELTA, delta, chosen[0], chosen[1] + 1
         self.conn.execute(
             "INSERT INTO volume_objects (key, base, depth, codec, size, data) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
             (
                 bytes.fromhex(key),
                 bytes.fromhex(stored_base) if stored_base else None,
@@ -260,13 +273,13 @@ def _version_row(row: tuple[Any, ...]) -> VersionRow:
         step=row[9],
         attempt=row[10],
     )
-    return VersionRow(info, bytes(row[6]).hex())
+    return VersionRow(info, bytes(row[6]).hex(), bool(row[11]))
 
 
 def commit_task(conn: sqlite3.Connection, outcome: TaskOutcome) -> list[MemoryCommitted]:
     """Apply a successful attempt's staged commits inside ``complete_task``'s transaction."""
     origin = CommitOrigin(outcome.run_id, outcome.cmd, outcome.attempt)
-    return core.commit_task(_Txn(conn), outcome.volume_commits, origin, outcome.now)
+    return core.commit_task(_Txn(conn, writing=True), outcome.volume_commits, origin, outcome.now)
 
 
 class SqliteVolumesMixin(VolumeStore):
@@ -275,7 +288,13 @@ class SqliteVolumesMixin(VolumeStore):
     async def _write(self, op: Any, notify: Any = False) -> Any: ...
 
     async def volume_open(self, name: str, *, create: bool, now: float) -> bool:
-        created: bool = await self._write(lambda c: core.open_volume(_Txn(c), name, create, now))
+        # Most opens find the volume: a read then, not a place in the writer's queue.
+        exists: bool = await self._read(lambda c: _Txn(c).volume_exists(name))
+        if exists:
+            return False
+        created: bool = await self._write(
+            lambda c: core.open_volume(_Txn(c, writing=True), name, create, now)
+        )
         return created
 
     async def volume_list(self) -> list[str]:
@@ -286,7 +305,7 @@ class SqliteVolumesMixin(VolumeStore):
         self, commit: StagedCommit, *, now: float, origin: CommitOrigin | None = None
     ) -> VersionInfo | None:
         info: VersionInfo | None = await self._write(
-            lambda c: core.commit(_Txn(c), commit, origin, now)
+            lambda c: core.commit(_Txn(c, writing=True), commit, origin, now)
         )
         return info
 
@@ -319,7 +338,9 @@ class SqliteVolumesMixin(VolumeStore):
     async def volume_fork(
         self, volume: str, ref: str, new_ref: str, version: int | None, now: float
     ) -> None:
-        await self._write(lambda c: core.fork(_Txn(c), volume, ref, new_ref, version, now))
+        await self._write(
+            lambda c: core.fork(_Txn(c, writing=True), volume, ref, new_ref, version, now)
+        )
 
     async def volume_forks(self, volume: str, ref: str) -> list[str]:
         names: list[str] = await self._read(lambda c: core.forks(_Txn(c), volume, ref))

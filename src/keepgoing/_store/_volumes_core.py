@@ -5,18 +5,17 @@ memory store under its lock, SQLite inside ``BEGIN IMMEDIATE``) through a
 :class:`VolumeTxn`, which only stores rows and objects. So the two backends
 share every rule, and a dialect holds only how it stores things.
 
-Objects are addressed by the SHA-256 of their plain bytes:
-
-* a **chunk** of a file (see :mod:`keepgoing._volumes.chunking`); a file of
-  one chunk is that chunk, addressed by the file's own hash;
-* a **chunk list** for a file of several chunks: ``KGL1`` then, per chunk,
-  its 32-byte digest and its length (4 bytes, big-endian);
-* a **manifest**, one per version: compact JSON, sorted by path, of
-  ``[path, hash, size, updated_at, chunk list or null]``.
+Objects are addressed by the SHA-256 of their plain bytes. Content is
+split into content-defined chunks (:mod:`keepgoing._volumes.chunking`), one
+object each. A version's **manifest** is compact JSON, sorted by path, of
+``[path, hash, size, updated_at, [chunk, length, chunk, length, ...]]``; it
+is stored like a file: one object when it is one chunk, else its chunks and
+a **chunk list** object (``KGL1`` then, per chunk, its 32-byte digest and its
+4-byte big-endian length), so a large manifest changes by a chunk, too.
 
 Each new object is offered a *base*: the object at the same place in the
-parent version (the old chunk at the same offset, the old chunk list, the
-parent's manifest). A backend may store the object as a delta against it.
+parent version (the old chunk at the same offset, the old chunk list). A
+backend may store the object as a delta against it.
 """
 
 from __future__ import annotations
@@ -59,15 +58,17 @@ _LIST_MAGIC = b"KGL1"
 _LIST_ITEM = 36
 
 
+Chunks = tuple[tuple[str, int], ...]  # (key, length) in file order
+
+
 @dataclass(frozen=True)
 class FileEntry:
-    """A path's content in one manifest. ``chunks`` is the chunk list's key, or
-    None when the content is one object addressed by ``hash``."""
+    """A path's content in one manifest: its hash, size, time and chunks."""
 
     hash: str
     size: int
     updated_at: float
-    chunks: str | None = None
+    chunks: Chunks = ()
 
 
 Manifest = dict[str, FileEntry]
@@ -85,8 +86,12 @@ class RefRow:
 
 @dataclass(frozen=True)
 class VersionRow:
+    """A version and its manifest: the manifest object, or with ``chunked`` the
+    key of the chunk list of a manifest of several chunks."""
+
     info: VersionInfo
     manifest: str
+    chunked: bool = False
 
 
 class VolumeTxn(Protocol):
@@ -146,10 +151,19 @@ def fork(
     txn: VolumeTxn, volume: str, ref: str, new_ref: str, version: int | None, now: float
 ) -> None:
     source = _ref(txn, volume, ref)
+    _create_ref(txn, volume, ref, new_ref, source.head if version is None else version, now)
+
+
+def _create_ref(
+    txn: VolumeTxn, volume: str, source: str, new_ref: str, at: int | None, now: float
+) -> None:
+    """Create ``new_ref`` forked from ``source`` with head ``at`` (None: no version yet)."""
+    _ref(txn, volume, source)
     if txn.get_ref(volume, new_ref) is not None:
         raise VolumeError(f"volume {volume!r} already has a ref named {new_ref!r}")
-    at = source.head if version is None else _version(txn, volume, version).info.id
-    txn.insert_ref(RefRow(volume, new_ref, at, ref, at, now))
+    if at is not None:
+        _version(txn, volume, at)
+    txn.insert_ref(RefRow(volume, new_ref, at, source, at, now))
 
 
 def forks(txn: VolumeTxn, volume: str, ref: str) -> list[str]:
@@ -204,10 +218,7 @@ def read(txn: VolumeTxn, volume: str, ref: str, version: int | None, path: str) 
     if entry is None:
         at = "it has no version yet" if row is None else f"at version {row.info.id}"
         raise VolumeFileNotFoundError(f"volume {volume!r} has no file {path!r} ({ref}, {at})")
-    if entry.chunks is None:
-        data = _object(txn, entry.hash)
-    else:
-        data = b"".join(_object(txn, key) for key, _ in _chunk_list(txn, entry.chunks))
+    data = b"".join(_object(txn, key) for key, _ in entry.chunks)
     if hashlib.sha256(data).hexdigest() != entry.hash:
         raise StoreError(
             f"volume {volume!r}: {path!r} does not match its hash; the store is damaged"
@@ -225,19 +236,34 @@ def _object(txn: VolumeTxn, key: str) -> bytes:
 def _manifest(txn: VolumeTxn, row: VersionRow | None) -> Manifest:
     if row is None:
         return {}
-    doc = loads(_object(txn, row.manifest))
-    return {item[0]: FileEntry(item[1], item[2], item[3], item[4]) for item in doc["files"]}
+    if row.chunked:
+        plain = b"".join(_object(txn, key) for key, _ in _chunk_list(txn, row.manifest))
+    else:
+        plain = _object(txn, row.manifest)
+    manifest: Manifest = {}
+    for path, hash_, size, updated_at, flat in loads(plain)["files"]:
+        chunks = tuple(zip(flat[::2], flat[1::2], strict=True))
+        manifest[path] = FileEntry(hash_, size, updated_at, chunks)
+    return manifest
 
 
-def _chunk_list(txn: VolumeTxn, key: str) -> list[tuple[str, int]]:
+def _manifest_chunks(txn: VolumeTxn, row: VersionRow | None) -> Chunks:
+    if row is None:
+        return ()
+    if row.chunked:
+        return _chunk_list(txn, row.manifest)
+    return ((row.manifest, 0),)
+
+
+def _chunk_list(txn: VolumeTxn, key: str) -> Chunks:
     plain = _object(txn, key)
     if not plain.startswith(_LIST_MAGIC):
         raise StoreError(f"volume object {key} is not a chunk list; the store is damaged")
     body = memoryview(plain)[len(_LIST_MAGIC) :]
-    return [
+    return tuple(
         (body[i : i + 32].hex(), int.from_bytes(body[i + 32 : i + _LIST_ITEM], "big"))
         for i in range(0, len(body), _LIST_ITEM)
-    ]
+    )
 
 
 # -- writing ---------------------------------------------------------------------------------
@@ -247,8 +273,7 @@ def commit(
     """Apply ``c`` on its ref's head as one new version (see ``StagedCommit``)."""
     ref = txn.get_ref(c.volume, c.ref)
     if ref is None and c.fork_from is not None and txn.volume_exists(c.volume):
-        source, at = c.fork_from
-        fork(txn, c.volume, source, c.ref, at, now)
+        _create_ref(txn, c.volume, c.fork_from[0], c.ref, c.fork_from[1], now)
         ref = txn.get_ref(c.volume, c.ref)
     if ref is None:
         ref = _ref(txn, c.volume, c.ref)
@@ -263,7 +288,7 @@ def commit(
         for path in c.removes:
             new.pop(path, None)
         new.update(written)
-        key = _put_manifest(txn, new, parent.manifest if parent else None)
+        key, chunked = _put_manifest(txn, new, parent)
         number = txn.next_version_id(c.volume)
         if txn.swap_head(c.volume, c.ref, ref.head, number):
             info = VersionInfo(
@@ -278,7 +303,7 @@ def commit(
                 step=origin.step if origin else None,
                 attempt=origin.attempt if origin else None,
             )
-            txn.insert_version(VersionRow(info, key))
+            txn.insert_version(VersionRow(info, key, chunked))
             return info
         # Another writer moved the head: re-apply the same change set on the new head.
         ref = _ref(txn, c.volume, c.ref)
@@ -339,40 +364,29 @@ def _write_files(
 
 
 def _write_file(txn: VolumeTxn, data: bytes, previous: FileEntry | None, now: float) -> FileEntry:
-    whole = digest(data)
-    old_chunks = _previous_chunks(txn, previous)
-    chunks = split(data)
-    if len(chunks) == 1:
-        _put(txn, whole, data, old_chunks[0][0] if old_chunks else None)
-        return FileEntry(whole, len(data), now)
+    chunks = _write_chunks(txn, data, previous.chunks if previous else ())
+    return FileEntry(digest(data), len(data), now, chunks)
+
+
+def _write_chunks(txn: VolumeTxn, data: bytes, old: Chunks) -> Chunks:
+    """Store the chunks of ``data``, each offered the old chunk at its offset as base."""
     items, offset = [], 0
-    for chunk in chunks:
+    for chunk in split(data):
         key = digest(chunk)
-        _put(txn, key, chunk, _base_at(old_chunks, offset))
+        _put(txn, key, chunk, _base_at(old, offset))
         items.append((key, len(chunk)))
         offset += len(chunk)
-    plain = _LIST_MAGIC + b"".join(bytes.fromhex(k) + n.to_bytes(4, "big") for k, n in items)
-    list_key = digest(plain)
-    _put(txn, list_key, plain, previous.chunks if previous else None)
-    return FileEntry(whole, len(data), now, list_key)
+    return tuple(items)
 
 
-def _previous_chunks(txn: VolumeTxn, previous: FileEntry | None) -> list[tuple[str, int]]:
-    if previous is None:
-        return []
-    if previous.chunks is None:
-        return [(previous.hash, previous.size)]
-    return _chunk_list(txn, previous.chunks)
-
-
-def _base_at(old_chunks: list[tuple[str, int]], offset: int) -> str | None:
+def _base_at(old: Chunks, offset: int) -> str | None:
     """The old chunk that covered ``offset``: what a new chunk there most resembles."""
     start = 0
-    for key, size in old_chunks:
+    for key, size in old:
         if start <= offset < start + size:
             return key
         start += size
-    return old_chunks[-1][0] if old_chunks else None
+    return old[-1][0] if old else None
 
 
 def _put(txn: VolumeTxn, key: str, plain: bytes, base: str | None) -> None:
@@ -380,9 +394,18 @@ def _put(txn: VolumeTxn, key: str, plain: bytes, base: str | None) -> None:
         txn.put_object(key, plain, base if base != key else None)
 
 
-def _put_manifest(txn: VolumeTxn, manifest: Manifest, base: str | None) -> str:
-    rows = [[p, e.hash, e.size, e.updated_at, e.chunks] for p, e in sorted(manifest.items())]
+def _put_manifest(
+    txn: VolumeTxn, manifest: Manifest, parent: VersionRow | None
+) -> tuple[str, bool]:
+    rows = [
+        [path, e.hash, e.size, e.updated_at, [x for chunk in e.chunks for x in chunk]]
+        for path, e in sorted(manifest.items())
+    ]
     plain = dumps({"files": rows}).encode("utf-8")
-    key = digest(plain)
-    _put(txn, key, plain, base)
-    return key
+    chunks = _write_chunks(txn, plain, _manifest_chunks(txn, parent))
+    if len(chunks) == 1:
+        return chunks[0][0], False
+    listing = _LIST_MAGIC + b"".join(bytes.fromhex(k) + n.to_bytes(4, "big") for k, n in chunks)
+    key = digest(listing)
+    _put(txn, key, listing, parent.manifest if parent is not None and parent.chunked else None)
+    return key, True

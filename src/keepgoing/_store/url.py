@@ -6,28 +6,39 @@ Accepted forms::
     sqlite:////absolute/path.db
     sqlite:///path.db?synchronous=normal
     sqlite://   or   memory://        in memory, this process only
+    postgresql://user@host:5432/db    PostgreSQL, shared by many machines
+    postgresql://...?pool_max=16      pool_min, pool_max, outage_timeout; libpq parameters
 """
 
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from keepgoing._store.protocol import Store
 from keepgoing.errors import InvalidStoreURLError
 
-__all__ = ["DEFAULT_STORE_URL", "resolve_store_url", "store_from_url"]
+__all__ = ["DEFAULT_STORE_URL", "redact_url", "resolve_store_url", "store_from_url"]
 
 DEFAULT_STORE_URL = "sqlite:///.keepgoing/keepgoing.db"
 _FORMS = (
     "sqlite:///relative.db, sqlite:////absolute/path.db, sqlite:///x.db?synchronous=normal, "
-    "sqlite:// or memory:// (in memory)"
+    "sqlite:// or memory:// (in memory), postgresql://user@host:port/db"
 )
 
 
 def resolve_store_url(url: str | None = None) -> str:
     """``url``, else ``KEEPGOING_STORE``, else the default SQLite file."""
     return url or os.environ.get("KEEPGOING_STORE") or DEFAULT_STORE_URL
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for logs and messages)."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + parts.netloc.rpartition("@")[2]))
 
 
 def store_from_url(url: str | None = None) -> Store:
@@ -50,10 +61,20 @@ def store_from_url(url: str | None = None) -> Store:
     if text.startswith("sqlite:///"):
         return _sqlite(text)
     if text.startswith(("postgresql://", "postgres://")):
-        raise InvalidStoreURLError(
-            f"{text!r}: PostgreSQL stores are not available in this version; use one of: {_FORMS}"
-        )
+        return _postgres(text)
     raise InvalidStoreURLError(f"{text!r} is not a store URL; use one of: {_FORMS}")
+
+
+def _postgres(text: str) -> Store:
+    try:
+        from keepgoing._store.postgres import PostgresStore  # noqa: PLC0415
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("psycopg", "psycopg_pool"):
+            raise
+        raise InvalidStoreURLError(
+            "PostgreSQL stores need psycopg: pip install 'keepgoing[postgres]'"
+        ) from None
+    return PostgresStore(text)
 
 
 def _sqlite(text: str) -> Store:

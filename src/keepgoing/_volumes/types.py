@@ -97,7 +97,8 @@ class StagedCommit:
     The store applies it on the ref's head *at commit time* (never on a stale
     base): start from the head (or from version ``restore`` when given), drop
     ``removes``, then write ``puts``. ``fork_from`` = ``(ref, version)``
-    creates ``ref`` at that version first if it does not exist yet.
+    creates ``ref`` at that version (None: at no version, for a fork of a ref
+    that had none) first if it does not exist yet.
     """
 
     volume: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import inspect
@@ -16,7 +17,10 @@ from keepgoing._history.events import ErrorInfo
 from keepgoing._payload import check_json
 from keepgoing._runtime.context import TaskContext, task_context
 from keepgoing._runtime.instance import error_info
+from keepgoing._store.protocol import Store
 from keepgoing._store.records import TaskClaim
+from keepgoing._volumes.staging import AttemptVolumes, attempt_volumes
+from keepgoing._volumes.types import StagedCommit
 
 __all__ = ["AttemptResult", "run_attempt"]
 
@@ -27,6 +31,7 @@ class AttemptResult:
     result: Any = None
     error: ErrorInfo | None = None
     reason: str = "error"
+    volume_commits: tuple[StagedCommit, ...] = ()
 
 
 async def run_attempt(
@@ -36,10 +41,13 @@ async def run_attempt(
     worker_id: str,
     remaining: float,
     executor: Executor | None,
+    store: Store | None = None,
 ) -> AttemptResult:
     """Run the attempt within ``remaining`` seconds; never raises for the task's own errors.
 
     A sync task that overruns keeps its thread, but its late result is discarded.
+    With ``store``, volume writes are staged and returned with a successful
+    result (to commit with the completion); any other outcome drops them.
     """
     ctx = TaskContext(
         run_id=claim.run_id,
@@ -49,7 +57,13 @@ async def run_attempt(
         attempt=claim.attempt,
         worker_id=worker_id,
     )
+    staged = None
+    if store is not None:
+        staged = AttemptVolumes(
+            store, run_id=claim.run_id, cmd=claim.cmd, attempt=claim.attempt, task_name=claim.name
+        )
     token = task_context.set(ctx)
+    volumes_token = attempt_volumes.set(staged)
     try:
         async with asyncio.timeout(max(remaining, 0.0)) as scope:
             try:
@@ -66,12 +80,17 @@ async def run_attempt(
             ok=False, error=ErrorInfo(type="TimeoutError", message=message), reason="timeout"
         )
     finally:
-        task_context.reset(token)
+        # A destroyed attempt closes in another context, where the token is foreign.
+        with contextlib.suppress(ValueError):
+            task_context.reset(token)
+        attempt_volumes.reset(volumes_token)
+        # Closing the stages here means a timed-out task's late writes are refused.
+        commits = staged.commits() if staged is not None else ()
     try:
         check_json(value, f"the result of task {claim.name!r}")
     except Exception as exc:
         return AttemptResult(ok=False, error=error_info(exc), reason="error")
-    return AttemptResult(ok=True, result=value)
+    return AttemptResult(ok=True, result=value, volume_commits=commits)
 
 
 async def _body(

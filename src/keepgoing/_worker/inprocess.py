@@ -8,6 +8,8 @@ that sleeps for two days finishes in milliseconds.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import contextvars
 import uuid
 from collections.abc import Iterator
@@ -99,6 +101,16 @@ async def drive(worker: Worker, run_id: str, *, settle_children: bool = False) -
     With ``settle_children`` it goes on until no run of the store is running,
     so cancelled children get to run their ``finally`` blocks.
     """
+    heartbeat = asyncio.create_task(worker.heartbeat_loop())  # keeps long attempts leased
+    try:
+        return await _drive(worker, run_id, settle_children)
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+
+
+async def _drive(worker: Worker, run_id: str, settle_children: bool) -> RunRecord:
     clock = worker.clock
     while True:
         progressed = await worker.tick()

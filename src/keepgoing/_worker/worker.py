@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import socket
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from keepgoing._worker.activation import Activator
 from keepgoing._worker.attempts import run_attempt
 from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.settings import WorkerSettings
+from keepgoing.errors import StoreError
 
 __all__ = ["Worker", "WorkerStats"]
 
@@ -90,6 +92,7 @@ class Worker:
         self.abandoned_threads = False  # attempts still in threads after the shutdown grace
         self.keep_failures = False  # in-process runs re-raise the workflow's own exception
         self.failures: dict[str, BaseException] = {}
+        self._store_errors = 0  # consecutive passes the store failed
 
     # -- public ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -111,13 +114,27 @@ class Worker:
         await self.store.record_workflows(
             list(self.registry.workflows), self.settings.queues, self.clock.now()
         )
-        heartbeat = asyncio.create_task(self._heartbeat_loop())
+        heartbeat = asyncio.create_task(self.heartbeat_loop())
         try:
             while not self._stopping.is_set():
-                if not await self.tick():
-                    await self.idle()
+                try:
+                    if not await self.tick():
+                        await self.idle()
+                    self._store_errors = 0
+                except StoreError as exc:
+                    await self._after_store_error(exc)
         finally:
             await self._shutdown(heartbeat)
+
+    async def _after_store_error(self, exc: StoreError) -> None:
+        """The store could not answer (its database restarting, say): log it once, back
+        off with jitter, and carry on; the store logs when it is reachable again."""
+        self._store_errors += 1
+        if self._store_errors == 1:
+            log.warning("store error (%s); retrying with backoff", exc)
+        delay = random.uniform(0.0, min(2.0, 0.05 * 2 ** min(self._store_errors, 10)))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), delay)
 
     async def tick(self) -> bool:
         """One pass: services, activations, task claims. True if anything happened."""
@@ -192,8 +209,11 @@ class Worker:
     async def _activate(self, claim: ActivationClaim) -> None:
         try:
             await self.activator.activate(claim)
-        except Exception:
-            log.exception("activation of run %s failed; it will be retried", claim.run.run_id)
+        except Exception as exc:
+            if isinstance(exc, StoreError):  # the database, not the code: no traceback
+                log.warning("activation of run %s not committed: %s", claim.run.run_id, exc)
+            else:
+                log.exception("activation of run %s failed; it will be retried", claim.run.run_id)
             with contextlib.suppress(Exception):
                 await self.store.release_activation(claim.run.run_id, claim.fence)
 
@@ -214,6 +234,7 @@ class Worker:
             worker_id=self.worker_id,
             remaining=claim.deadline - self.clock.now(),
             executor=self._executor,
+            store=self.store,
         )
         if key in self._lost:
             self._lost.discard(key)
@@ -231,19 +252,25 @@ class Worker:
             result=result.result,
             error=result.error,
             reason=result.reason,
+            volume_commits=result.volume_commits,
         )
         try:
             # Shielded: once the outcome is being written, its follow-up (the
             # cached instance's position, the eager claim of the next task)
             # must not be cut off half way.
             await asyncio.shield(self.activator.complete(outcome))
+        except StoreError as exc:
+            # Not counted as done: the lease expires and the fence decides which
+            # attempt's result is recorded.
+            log.warning("could not record the outcome of task %s (%s); lease will expire", key, exc)
         except Exception:
             log.exception("could not record the outcome of task %s; its lease will expire", key)
         finally:
             self._reporting.discard(key)
 
     # -- leases ---------------------------------------------------------------------
-    async def _heartbeat_loop(self) -> None:
+    async def heartbeat_loop(self) -> None:
+        """Renew every lease this worker holds, forever; cancel attempts whose lease was lost."""
         while True:
             await asyncio.sleep(self.settings.heartbeat_interval)
             before = set(self._attempts) - self._reporting

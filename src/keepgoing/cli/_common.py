@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from keepgoing._api.client import Client
 from keepgoing._store.url import resolve_store_url
@@ -25,6 +28,7 @@ __all__ = [
     "StoreOption",
     "TokenOption",
     "UrlOption",
+    "add_row",
     "cli_errors",
     "console",
     "emit_json",
@@ -62,7 +66,7 @@ StoreOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON, for scripts.")]
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)
 errors_console = Console(stderr=True, highlight=False)
 
 
@@ -78,8 +82,13 @@ def _store_client() -> Client:
     return Client(store=resolve_store_url(None))
 
 
+def add_row(table: Table, *cells: RenderableType) -> None:
+    """Add a row whose text is shown as it is: user data is never read as rich markup."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
-    errors_console.print(f"[red]error:[/] {message}", markup=True, soft_wrap=True)
+    errors_console.print(f"[red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 

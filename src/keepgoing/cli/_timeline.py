@@ -15,6 +15,7 @@ from rich.text import Text
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps
+from keepgoing.cli._common import add_row
 
 __all__ = ["Attempt", "Step", "Timeline", "build", "render", "steps_table"]
 
@@ -134,6 +135,9 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
         note((e.at, "child", f"starts child {e.workflow_name} ({e.workflow_id})"))
     elif isinstance(e, ev.ChildEnded):
         note((e.at, "child", f"child {e.workflow_id} {e.status}"))
+    elif isinstance(e, ev.MemoryCommitted):
+        wrote = f"{e.volume} v{e.version} ({e.ref}): {', '.join(e.paths) or 'no change'}"
+        note((e.at, "memory", f"step {e.cmd} attempt {e.attempt} committed {wrote}"))
     elif isinstance(e, ev.CancelRequested):
         note((e.at, "cancel", f"cancel requested by {e.actor_kind}:{e.actor_id}: {e.reason}"))
     elif isinstance(e, ev.WorkflowCompleted):
@@ -166,7 +170,8 @@ def steps_table(t: Timeline, *, title: str | None = None) -> Table:
         retried = max(0, len(step.attempts) - 1)
         attempts = f"{len(step.attempts)}" + (f" ({retried} retried)" if retried else "")
         error = step.error or next((a.error for a in reversed(step.attempts) if a.error), "")
-        table.add_row(
+        add_row(
+            table,
             str(step.cmd),
             step.name,
             Text(step.status, style=_STYLE.get(step.status, "")),
@@ -188,7 +193,8 @@ def _attempts_table(t: Timeline) -> Table | None:
         table.add_column(column, overflow="fold")
     for step, a in rows:
         style = "green" if a.outcome == "ok" else "yellow"
-        table.add_row(
+        add_row(
+            table,
             f"{step.cmd} {step.name}",
             str(a.number),
             Text(a.outcome, style=style),
@@ -216,7 +222,7 @@ def render(t: Timeline) -> RenderableType:
         for column in ("at", "kind", "what"):
             notes.add_column(column, overflow="fold")
         for at, kind, text in t.notes:
-            notes.add_row(_offset(t, at), kind, text)
+            add_row(notes, _offset(t, at), kind, text)
         parts.append(notes)
     if t.outcome:
         took = f" after {_seconds(t.ended_at - t.started_at)}" if t.ended_at else ""

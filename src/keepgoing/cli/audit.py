@@ -15,6 +15,7 @@ from keepgoing.cli._common import (
     StoreOption,
     TokenOption,
     UrlOption,
+    add_row,
     cli_errors,
     console,
     emit_json,
@@ -56,7 +57,12 @@ def audit(
         table.add_column(column, overflow="fold")
     for e in entries:
         when = dt.datetime.fromtimestamp(e.at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(
-            when, f"{e.actor_kind}:{e.actor_id}", e.action, e.workflow_id or "", dumps(e.detail)
+        add_row(
+            table,
+            when,
+            f"{e.actor_kind}:{e.actor_id}",
+            e.action,
+            e.workflow_id or "",
+            dumps(e.detail),
         )
     console.print(table)

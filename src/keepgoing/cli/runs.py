@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from keepgoing._api.client import Client
 from keepgoing._api.durations import parse_duration
 from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._clock import system_clock
+from keepgoing._payload import dumps
 from keepgoing.cli import _timeline
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (
@@ -21,6 +25,7 @@ from keepgoing.cli._common import (
     StoreOption,
     TokenOption,
     UrlOption,
+    add_row,
     cli_errors,
     console,
     emit_json,
@@ -61,9 +66,7 @@ def run(
     """
     value = parse_json(input, "--input")
     with cli_errors(), open_client(url, token, store) as client:
-        handle = client.trigger_workflow(
-            workflow, value, workflow_id=workflow_id, task_queue=queue
-        )
+        handle = client.trigger_workflow(workflow, value, workflow_id=workflow_id, task_queue=queue)
         if not wait:
             if as_json:
                 emit_json(handle)
@@ -77,29 +80,27 @@ def run(
 def _follow(
     client: Client, handle: WorkflowRunHandle, timeout: float | None, *, live: bool
 ) -> WorkflowRun:
-    """Poll the run until it ends, redrawing its steps when ``live``."""
+    """Poll the run until it ends, redrawing its steps when ``live``; then print
+    the final steps once (a terminal shows them live; a pipe gets only these)."""
     deadline = None if timeout is None else system_clock.monotonic() + timeout
-    with Live(console=console, auto_refresh=False, transient=False) if live else _nothing() as view:
+    table: Table | None = None
+    view = Live(console=console, auto_refresh=False, transient=True) if live else None
+    with view if view is not None else contextlib.nullcontext():
         while True:
             current = client.get_run(handle.workflow_id, run_id=handle.run_id)
             if view is not None:
                 history = client.history(handle.workflow_id, run_id=handle.run_id)
                 title = f"{handle.workflow_name} {handle.workflow_id}: {current.status}"
-                view.update(_timeline.steps_table(_timeline.build(history), title=title))
-                view.refresh()
+                table = _timeline.steps_table(_timeline.build(history), title=title)
+                view.update(table, refresh=True)
             if current.status in _ENDED:
-                return current
+                break
             if deadline is not None and system_clock.monotonic() >= deadline:
                 fail(f"run {handle.run_id} is still {current.status} after {timeout:g}s")
             time.sleep(_REFRESH)
-
-
-class _nothing:  # noqa: N801 (a stand-in context manager for Live)
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+    if table is not None:
+        console.print(table)
+    return current
 
 
 def _report(ended: WorkflowRun, as_json: bool) -> None:
@@ -114,18 +115,12 @@ def _report(ended: WorkflowRun, as_json: bool) -> None:
             }
         )
     elif ended.status == "completed":
-        console.print(f"[green]completed[/]: {_json(ended.result)}")
+        console.print(f"[green]completed[/]: {escape(dumps(ended.result))}")
     else:
         reason = ended.error.message if ended.error else ended.blocked_reason or ended.status
-        console.print(f"[red]{ended.status}[/]: {reason}")
+        console.print(f"[red]{ended.status}[/]: {escape(reason)}")
     if ended.status != "completed":
         raise typer.Exit(1)
-
-
-def _json(value: Any) -> str:
-    from keepgoing._payload import dumps  # noqa: PLC0415
-
-    return dumps(value)
 
 
 def _when(at: float | None) -> str:
@@ -173,10 +168,11 @@ def list_runs(
     for r in runs:
         took = f"{r.ended_at - r.created_at:.2f}s" if r.ended_at is not None else ""
         style = _timeline._STYLE.get(r.status, "")
-        table.add_row(
+        add_row(
+            table,
             r.workflow_id,
             r.workflow_name,
-            f"[{style}]{r.status}[/]" if style else r.status,
+            Text(r.status, style=style),
             r.run_id,
             _when(r.created_at),
             took,
@@ -206,4 +202,6 @@ def cancel(
     if as_json:
         emit_json({"workflow_id": workflow_id, "run_id": current.run_id, "status": current.status})
         return
-    console.print(f"cancel requested for {workflow_id} (run {current.run_id}, now {current.status})")
+    console.print(
+        f"cancel requested for {workflow_id} (run {current.run_id}, now {current.status})"
+    )

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from keepgoing._server.context import DEFAULT_MAX_BODY
-from keepgoing._server.serve import DEFAULT_HOST, DEFAULT_PORT, ServeOptions, run_server
+from keepgoing._server.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT
 from keepgoing.cli._app import app
 from keepgoing.cli._common import StoreOption, cli_errors
 
@@ -44,6 +43,8 @@ def server(
 
         keepgoing server --store sqlite:///runs.db --port 8711
     """
+    from keepgoing._server.serve import ServeOptions, run_server  # noqa: PLC0415 (slow import)
+
     with cli_errors():
         run_server(
             ServeOptions(

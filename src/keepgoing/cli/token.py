@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
 
-from keepgoing._api.http_client import HttpClient
 from keepgoing._api.store_client import current_user
 from keepgoing._clock import system_clock
 from keepgoing._server import tokens
-from keepgoing._server.schemas import TokenView
-from keepgoing._store.auth_protocol import PERMISSIONS
+from keepgoing._store.auth_protocol import PERMISSIONS, TokenRecord
 from keepgoing._store.protocol import Store
 from keepgoing._store.url import store_from_url
 from keepgoing.cli._app import app
@@ -27,10 +25,14 @@ from keepgoing.cli._common import (
     StoreOption,
     TokenOption,
     UrlOption,
+    add_row,
     cli_errors,
     console,
     emit_json,
 )
+
+if TYPE_CHECKING:
+    from keepgoing._api.http_client import HttpClient
 
 T = TypeVar("T")
 
@@ -53,7 +55,24 @@ def with_store(url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
 
 
 def _remote(url: str | None, token: str | None, store: str | None) -> HttpClient | None:
-    return HttpClient(url, token) if url and store is None else None
+    if not url or store is not None:
+        return None
+    from keepgoing._api.http_client import HttpClient  # noqa: PLC0415 (httpx is slow to import)
+
+    return HttpClient(url, token)
+
+
+def _view(t: TokenRecord) -> dict[str, Any]:
+    """A token as the API shows it (no hash)."""
+    return {
+        "token_id": t.token_id,
+        "name": t.name,
+        "kind": t.kind,
+        "permissions": list(t.permissions),
+        "created_at": t.created_at,
+        "created_by": t.created_by,
+        "revoked_at": t.revoked_at,
+    }
 
 
 @token_app.command("create")
@@ -101,11 +120,11 @@ def create(
                     now=system_clock.now(),
                 ),
             )
-            info = TokenView.of(record).model_dump()
+            info = _view(record)
     if as_json:
         emit_json({"token": secret, "info": info})
         return
-    console.print(f"[bold green]{secret}[/]")
+    console.print(secret, style="bold green", markup=False)
     console.print(
         f"token {info['token_id']} ({info['kind']} {info['name']!r}): "
         f"{', '.join(info['permissions'])}"
@@ -133,7 +152,7 @@ def list_tokens(
             rows: list[dict[str, Any]] = remote.list_tokens(include_revoked=include_revoked)
         else:
             found = with_store(store, lambda s: s.list_tokens(include_revoked=include_revoked))
-            rows = [TokenView.of(t).model_dump() for t in found]
+            rows = [_view(t) for t in found]
     if as_json:
         emit_json(rows)
         return
@@ -141,7 +160,8 @@ def list_tokens(
     for column in ("id", "name", "kind", "permissions", "created by", "revoked"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(
+        add_row(
+            table,
             row["token_id"],
             row["name"],
             row["kind"],
@@ -181,8 +201,10 @@ def revoke(
                     now=system_clock.now(),
                 ),
             )
-            info = TokenView.of(record).model_dump()
+            info = _view(record)
     if as_json:
         emit_json(info)
         return
-    console.print(f"revoked token {info['token_id']} ({info['kind']} {info['name']!r})")
+    console.print(
+        f"revoked token {info['token_id']} ({info['kind']} {info['name']!r})", markup=False
+    )

@@ -10,12 +10,12 @@ from typing import Annotated
 
 import typer
 
-from keepgoing._store.url import resolve_store_url, store_from_url
+from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
 from keepgoing._worker.loader import load_file
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing._worker.worker import Worker
 from keepgoing.cli._app import app, setup_logging
-from keepgoing.errors import KeepgoingError
+from keepgoing.errors import KeepgoingError, StoreError
 
 log = logging.getLogger("keepgoing.worker")
 
@@ -66,10 +66,14 @@ def worker(
         the_worker.worker_id,
         module.__name__,
         file,
-        resolve_store_url(store),
+        redact_url(resolve_store_url(store)),
         ", ".join(settings.queues),
     )
-    asyncio.run(_serve(the_worker))
+    try:
+        asyncio.run(_serve(the_worker))
+    except StoreError as exc:  # the store cannot be opened (or stayed away too long)
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     if the_worker.abandoned_threads:
         # Released attempts still run in threads that cannot be interrupted; their
         # steps now belong to other workers, so this process must not linger.

@@ -4,14 +4,28 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Path, Query
+from fastapi import Depends, Path, Query, Request
 
+from keepgoing._server.errors import ApiError
 from keepgoing._server.schemas import ID_PATTERN, ErrorBody
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import RunRecord
-from keepgoing.errors import RunNotFoundError
+from keepgoing.errors import PayloadError, RunNotFoundError
 
-__all__ = ["PREFIX", "RunIdQuery", "WorkflowIdPath", "documented", "find_run"]
+__all__ = [
+    "MAX_DEPTH",
+    "PREFIX",
+    "STRICT",
+    "RunIdQuery",
+    "WorkflowIdPath",
+    "check_depth",
+    "documented",
+    "find_run",
+]
+
+#: How deeply a payload may nest lists and objects. Deeper data is refused at
+#: the door: every layer behind it (copying, encoding, replay) recurses.
+MAX_DEPTH = 100
 
 PREFIX = "/api/v1"
 
@@ -62,3 +76,58 @@ async def find_run(store: Store, workflow_id: str, run_id: str | None) -> RunRec
     if found is None:
         raise RunNotFoundError(f"no run has workflow id {workflow_id!r}")
     return found
+
+
+def check_depth(value: Any, what: str) -> None:
+    """Refuse JSON nested more than :data:`MAX_DEPTH` deep (checked without recursion).
+
+    Raises:
+        PayloadError: too deep (400 ``invalid_payload``).
+    """
+    level: list[Any] = [value]  # after n rounds: the containers n + 1 levels down
+    for _ in range(MAX_DEPTH):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return
+    raise PayloadError(f"{what} nests lists and objects more than {MAX_DEPTH} levels deep")
+
+
+_ALLOWED: dict[int, frozenset[str]] = {}
+
+
+async def refuse_unknown_query(request: Request) -> None:
+    """A query parameter the route does not take is a 400, not silently ignored
+    (``?stauts=failed`` would otherwise list every run)."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = _ALLOWED.get(id(route))
+    if allowed is None:
+        allowed = _ALLOWED[id(route)] = frozenset(_query_names(dependant))
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        takes = ", ".join(sorted(allowed)) or "none"
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"unknown query parameter(s) {', '.join(unknown)}; this call takes: {takes}",
+            {"errors": [{"loc": ["query", name], "msg": "unknown parameter"} for name in unknown]},
+        )
+
+
+def _query_names(dependant: Any) -> set[str]:
+    names = {str(p.alias) for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+#: Router dependencies every route shares.
+STRICT = [Depends(refuse_unknown_query)]

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Query, Request
 from keepgoing._server import tokens
 from keepgoing._server.auth import Admin
 from keepgoing._server.context import context
-from keepgoing._server.routes._common import PREFIX, documented
+from keepgoing._server.routes._common import PREFIX, STRICT, documented
 from keepgoing._server.schemas import (
     ID_PATTERN,
     AuditList,
@@ -22,7 +22,7 @@ from keepgoing._server.schemas import (
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PREFIX, tags=["admin"])
+router = APIRouter(prefix=PREFIX, tags=["admin"], dependencies=STRICT)
 
 
 @router.post(

@@ -9,13 +9,19 @@ from fastapi import APIRouter, Request
 from keepgoing._payload import check_message_payload
 from keepgoing._server.auth import PublishesEvents, SendsMessages
 from keepgoing._server.context import context
-from keepgoing._server.routes._common import PREFIX, WorkflowIdPath, documented
+from keepgoing._server.routes._common import (
+    PREFIX,
+    STRICT,
+    WorkflowIdPath,
+    check_depth,
+    documented,
+)
 from keepgoing._server.schemas import EventBody, EventResult, MessageBody, MessageResult
 from keepgoing._store.records import EventRequest, MessageRequest
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PREFIX, tags=["messages"])
+router = APIRouter(prefix=PREFIX, tags=["messages"], dependencies=STRICT)
 
 
 @router.post(
@@ -39,6 +45,7 @@ async def send_message(
     ended is a 409. Every send is in the audit log.
     """
     ctx = context(request)
+    check_depth(body.payload, f"the payload of message {body.name!r}")
     check_message_payload(body.payload, f"the payload of message {body.name!r}")
     message_id = await ctx.store.send_message(
         MessageRequest(
@@ -76,6 +83,7 @@ async def publish_event(
     matched when a wait starts.
     """
     ctx = context(request)
+    check_depth(body.payload, f"the payload of event {body.event_type!r}")
     check_message_payload(body.payload, f"the payload of event {body.event_type!r}")
     published = await ctx.store.publish_event(
         EventRequest(

@@ -14,8 +14,10 @@ from keepgoing._server.context import ServerContext, context
 from keepgoing._server.errors import ApiError
 from keepgoing._server.routes._common import (
     PREFIX,
+    STRICT,
     RunIdQuery,
     WorkflowIdPath,
+    check_depth,
     documented,
     find_run,
 )
@@ -35,7 +37,7 @@ from keepgoing.errors import WorkflowAlreadyRunningError, WorkflowNotFoundError
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PREFIX, tags=["runs"])
+router = APIRouter(prefix=PREFIX, tags=["runs"], dependencies=STRICT)
 
 DEFAULT_QUEUE = "default"
 Status = Literal["running", "blocked", "completed", "failed", "cancelled", "continued"]
@@ -69,6 +71,7 @@ async def start_run(
     """
     ctx = context(request)
     queue = body.task_queue or DEFAULT_QUEUE
+    check_depth(body.input, f"the input of workflow {body.workflow!r}")
     name, inputs, version = bind_input(body.workflow, body.input)
     if name not in await ctx.store.known_workflows():
         raise WorkflowNotFoundError(
@@ -202,7 +205,7 @@ async def result(
     """A long poll: answers when the run ends (or is blocked), or after `timeout`
     seconds (at most 60, capped by the server) with `done: false`."""
     ctx = context(request)
-    key = object()
+    key = _Waiter()  # the store remembers what each waiter has seen, by weak reference
     deadline = ctx.clock.monotonic() + min(timeout, ctx.long_poll_max)
     await ctx.store.wait_for_change(0, key)  # from here on, no change is missed
     while True:
@@ -212,6 +215,10 @@ async def result(
         if done or left <= 0:
             return ResultView(done=done, run=RunView.of(run))
         await ctx.store.wait_for_change(min(left, 1.0), key)
+
+
+class _Waiter:
+    """A long poll's identity for ``wait_for_change`` (a plain object() is not weak-referable)."""
 
 
 @router.get(

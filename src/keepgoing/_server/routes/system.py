@@ -9,12 +9,12 @@ from keepgoing import __version__
 from keepgoing._server import metrics
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
-from keepgoing._server.routes._common import documented
+from keepgoing._server.routes._common import STRICT, documented
 from keepgoing._server.schemas import Health
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["system"])
+router = APIRouter(tags=["system"], dependencies=STRICT)
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness")

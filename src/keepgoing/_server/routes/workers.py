@@ -7,12 +7,12 @@ from fastapi import APIRouter, Request
 from keepgoing._api.queues import queue_summary
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
-from keepgoing._server.routes._common import PREFIX, documented
+from keepgoing._server.routes._common import PREFIX, STRICT, documented
 from keepgoing._server.schemas import QueueList, QueueView, WorkerList, WorkerView
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PREFIX, tags=["workers"])
+router = APIRouter(prefix=PREFIX, tags=["workers"], dependencies=STRICT)
 
 
 @router.get("/workers", response_model=WorkerList, responses=documented(), summary="List workers")

@@ -20,7 +20,7 @@ CREATE TABLE volumes (
 );
 
 CREATE TABLE volume_refs (
-    volume        TEXT    NOT NULL REFERENCES volumes (name),
+    volume        TEXT    NOT NULL,
     name          TEXT    NOT NULL,
     head          INTEGER,
     base_ref      TEXT,

@@ -1,0 +1,325 @@
+"""Pooled PostgreSQL connections that run the shared op functions, one transaction each.
+
+Each store call runs its op function in a thread on a connection from a
+``psycopg_pool.ConnectionPool``: reads in autocommit (one statement, no
+``BEGIN``), writes in one transaction that sends ``NOTIFY`` before its
+``COMMIT`` when the op made work for others (``pg_notify`` is transactional,
+so listeners hear of a change only once it is visible).
+
+No application-level group commit: PostgreSQL already shares one WAL flush
+among the transactions that commit together on different connections, and
+batching several ops into one transaction would only make each hold its
+row locks longer and widen the window for lock cycles.
+
+Faults, and what the caller sees:
+
+* **Lock conflicts** (SQLSTATE 40001 serialization failure, 40P01 deadlock)
+  and **unique violations** (23505: a concurrent insert of the same key,
+  such as two starts of one workflow id) roll back and run the op again,
+  after a jittered backoff. On the second run the op sees the other
+  transaction's rows and answers as it would have, had it come second.
+* **A lost connection before ``COMMIT``** (the database restarted, the
+  network dropped): nothing was written. The op runs again on a fresh
+  connection once one can be had, with jittered exponential backoff, for up
+  to ``outage_timeout`` seconds; then :class:`~keepgoing.errors.StoreError`.
+* **A lost connection during ``COMMIT``**: the outcome is unknown, so it is
+  never reported as success: :class:`~keepgoing.errors.StoreError`. For a
+  task completion that means the worker does not count the step as done;
+  the attempt's lease expires, and the fence decides which attempt's
+  result is recorded.
+
+An outage is logged once when it starts and once when it ends (see
+:class:`Outage`), not once per failed call, and the pool's own per-attempt
+connection warnings are folded into those two lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg.pq import TransactionStatus
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+
+from keepgoing._store._postgres_sql import PgConnection
+from keepgoing.errors import StoreError
+
+__all__ = ["CHANNEL", "Outage", "PgRunner", "backoff"]
+
+log = logging.getLogger("keepgoing.store")
+
+CHANNEL = "keepgoing"
+Op = Callable[[PgConnection], Any]
+_CONFLICTS = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
+_MAX_CONFLICT_RETRIES = 30
+_MAX_UNIQUE_RETRIES = 3
+_jitter = random.Random()
+
+
+def backoff(attempt: int, *, base: float, cap: float) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
+    return _jitter.uniform(0.0, min(cap, base * (2 ** min(attempt, 20))))
+
+
+class Outage:
+    """Logs a lost database once when it is first noticed, and once when it is back.
+
+    Connections break one by one as they are next used, so one restart makes
+    several calls fail over a moment, some after others have reconnected.
+    Losses within :attr:`QUIET` seconds of a recovery belong to the same outage
+    and are not logged again.
+    """
+
+    QUIET = 5.0
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._lock = threading.Lock()
+        self._since: float | None = None  # down since (None: up)
+        self._began = 0.0  # when the outage that was logged began
+        self._told_up = True
+        self._up_at = -self.QUIET
+
+    @property
+    def down_since(self) -> float | None:
+        return self._since
+
+    def recent(self) -> bool:
+        """Down now, or back for less than :attr:`QUIET` seconds."""
+        return self._since is not None or time.monotonic() - self._up_at < self.QUIET
+
+    def down(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._since is not None:
+                return
+            now = self._since = time.monotonic()
+            if now - self._up_at < self.QUIET:
+                return  # a straggler of the outage already logged
+            self._began, self._told_up = now, False
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        log.warning(
+            "lost the connection to PostgreSQL at %s (%s); reconnecting with backoff",
+            self.where,
+            reason,
+        )
+
+    def up(self) -> None:
+        if self._since is None:  # the common case: no lock
+            return
+        with self._lock:
+            if self._since is None:
+                return
+            self._since, self._up_at = None, time.monotonic()
+            told, self._told_up = self._told_up, True
+        if not told:
+            log.warning(
+                "reconnected to PostgreSQL at %s after %.1fs",
+                self.where,
+                self._up_at - self._began,
+            )
+
+
+class _QuietPool(logging.Filter):
+    """Folds the pool's warnings (one per failed connection attempt, one per broken
+    connection handed back) into the two lines :class:`Outage` logs."""
+
+    def __init__(self, outage: Outage) -> None:
+        super().__init__()
+        self.outage = outage
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not self.outage.recent()
+
+
+class PgRunner:
+    """Runs op functions on pooled connections, in threads, with the retry rules above."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        where: str,
+        min_size: int,
+        max_size: int,
+        outage_timeout: float,
+        on_commit: Callable[[], None],
+        notify_payload: str,
+        outage: Outage,
+    ) -> None:
+        self.where = where
+        self.outage = outage
+        self.outage_timeout = outage_timeout
+        self._on_commit = on_commit
+        self._notify = f"NOTIFY {CHANNEL}, '{notify_payload}'"
+        name = f"keepgoing-{notify_payload[:8]}"
+        self._filter = _QuietPool(outage)
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            conninfo,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            name=name,
+            kwargs={"autocommit": False},
+            timeout=outage_timeout,
+            reconnect_timeout=max(outage_timeout, 60.0),
+        )
+        self._executor = ThreadPoolExecutor(max_workers=max_size, thread_name_prefix="keepgoing-pg")
+
+    def open(self) -> None:
+        logging.getLogger("psycopg.pool").addFilter(self._filter)
+        try:
+            self._pool.open(wait=True, timeout=self.outage_timeout)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise StoreError(
+                f"could not open {self._pool.min_size} connection(s) to PostgreSQL at "
+                f"{self.where} within {self.outage_timeout:g}s"
+            ) from exc
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._pool.close()
+        logging.getLogger("psycopg.pool").removeFilter(self._filter)
+
+    def notify(self, payload: str) -> None:
+        """Send one notification outside any store call (the listener's stop signal)."""
+        self.call_sync(
+            lambda c: c.raw.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload)), write=False
+        )
+
+    async def call(self, op: Op, *, write: bool, notify: Any = False) -> Any:
+        loop = asyncio.get_running_loop()
+        call = functools.partial(self.call_sync, op, write=write, notify=notify)
+        try:
+            return await loop.run_in_executor(self._executor, call)
+        except RuntimeError as exc:  # the executor was shut down
+            raise StoreError("the PostgreSQL store is closed") from exc
+
+    def call_sync(self, op: Op, *, write: bool, notify: Any = False) -> Any:
+        conflicts = uniques = lost = 0
+        give_up: float | None = None
+        while True:
+            conn = self._connection(give_up)
+            try:
+                result, wakes = self._once(conn, op, write, notify)
+            except _Conflict as exc:
+                conflicts += 1
+                if conflicts > _MAX_CONFLICT_RETRIES:
+                    raise StoreError(f"PostgreSQL kept refusing a transaction: {exc}") from exc
+                time.sleep(backoff(conflicts, base=0.002, cap=0.2))
+                continue
+            except _Duplicate as exc:
+                uniques += 1
+                if uniques > _MAX_UNIQUE_RETRIES:
+                    raise StoreError(f"PostgreSQL error: {exc}") from exc
+                continue
+            except _Lost as exc:
+                self.outage.down(exc.__cause__ or exc)
+                now = time.monotonic()
+                give_up = give_up or now + self.outage_timeout
+                if now >= give_up:
+                    raise StoreError(
+                        f"PostgreSQL at {self.where} unreachable for {self.outage_timeout:g}s"
+                    ) from exc
+                lost += 1
+                time.sleep(backoff(lost, base=0.05, cap=2.0))
+                continue
+            finally:
+                self._pool.putconn(conn)
+            self.outage.up()
+            if wakes:
+                with contextlib.suppress(Exception):
+                    self._on_commit()
+            return result
+
+    def _connection(self, give_up: float | None) -> psycopg.Connection[Any]:
+        wait = self.outage_timeout if give_up is None else max(0.05, give_up - time.monotonic())
+        try:
+            return self._pool.getconn(timeout=wait)
+        except PoolTimeout as exc:
+            raise StoreError(
+                f"no connection to PostgreSQL at {self.where} within {wait:.1f}s"
+            ) from exc
+        except PoolClosed as exc:
+            raise StoreError("the PostgreSQL store is closed") from exc
+
+    def _once(
+        self, raw: psycopg.Connection[Any], op: Op, write: bool, notify: Any
+    ) -> tuple[Any, bool]:
+        committing = False
+        try:
+            if raw.autocommit == write:
+                raw.autocommit = not write
+            result = op(PgConnection(raw))
+            wakes = write and bool(notify(result) if callable(notify) else notify)
+            if wakes:
+                raw.execute(self._notify)
+            if write:
+                committing = True
+                raw.commit()
+            return result, wakes
+        except BaseException as exc:
+            _rollback(raw)
+            mapped = _classify(exc, raw, committing, self.where)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+
+class _Conflict(Exception):
+    pass
+
+
+class _Duplicate(Exception):
+    pass
+
+
+class _Lost(Exception):
+    pass
+
+
+def _classify(
+    exc: BaseException, raw: psycopg.Connection[Any], committing: bool, where: str
+) -> BaseException:
+    """What the runner does next: retry (a private signal), or raise this."""
+    if isinstance(exc, _CONFLICTS):
+        return _Conflict(str(exc))
+    if isinstance(exc, pgerrors.UniqueViolation) and not committing:
+        return _Duplicate(str(exc))
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        if not committing:
+            # Nothing was committed (the connection broke, the server is shutting
+            # down or short of resources): run the op again on a fresh connection.
+            return _Lost(str(exc))
+        if exc.sqlstate is not None:
+            # The server answered COMMIT with an error (such as 57P01, shutting
+            # down): the transaction was rolled back, so running it again is safe.
+            return _Lost(str(exc))
+        if raw.broken or raw.closed:
+            # No answer at all: it may or may not have committed.
+            return StoreError(
+                f"lost the connection to PostgreSQL at {where} while committing; "
+                "the outcome is unknown, so it is not reported as done"
+            )
+    if isinstance(exc, psycopg.Error):
+        state = f" [{exc.sqlstate}]" if exc.sqlstate else ""
+        return StoreError(f"PostgreSQL error{state}: {exc}")
+    return exc  # a typed error the op raised, or a cancellation
+
+
+def _rollback(raw: psycopg.Connection[Any]) -> None:
+    if raw.broken or raw.closed:
+        return
+    if raw.info.transaction_status != TransactionStatus.IDLE:
+        with contextlib.suppress(psycopg.Error):
+            raw.rollback()

@@ -1,0 +1,95 @@
+-- API tokens (only the SHA-256 of each secret is stored) and the cumulative
+-- step metrics that /metrics serves.
+--
+-- The metrics are kept by a trigger on history, so every writer (any worker,
+-- any server) counts, inside the transaction that appends the event. Unlike
+-- SQLite, PostgreSQL has many writers: one counter row would be locked by
+-- every step's transaction until it commits, and would serialize every step
+-- in the cluster. So the trigger adds to one of 64 shards, chosen by the
+-- backend (a connection runs one transaction at a time, so two writers meet
+-- on a shard only when their backend pids collide), and the views
+-- `metric_step_buckets` and `metric_totals` sum the shards: the same names
+-- and columns as on SQLite, so the queries that read them are shared.
+
+CREATE TABLE tokens (
+    token_id     TEXT PRIMARY KEY,
+    name         TEXT             NOT NULL,
+    kind         TEXT             NOT NULL CHECK (kind IN ('user', 'service')),
+    permissions  TEXT             NOT NULL,
+    secret_hash  TEXT             NOT NULL,
+    created_at   DOUBLE PRECISION NOT NULL,
+    created_by   TEXT             NOT NULL,
+    revoked_at   DOUBLE PRECISION,
+    rowid        BIGINT GENERATED ALWAYS AS IDENTITY
+);
+
+-- Step latency histogram: the upper bounds, and per shard the steps whose
+-- duration fell in (previous bound, le] (`le` = 'Infinity' past the last).
+CREATE TABLE metric_step_bounds (
+    le  DOUBLE PRECISION PRIMARY KEY
+);
+INSERT INTO metric_step_bounds (le) VALUES
+    (0.005), (0.01), (0.025), (0.05), (0.1), (0.25), (0.5), (1.0), (2.5), (5.0), (10.0),
+    (30.0), (60.0), (300.0), (900.0), (3600.0);
+
+CREATE TABLE metric_step_counts (
+    le     DOUBLE PRECISION NOT NULL,
+    shard  INTEGER          NOT NULL,
+    hits   BIGINT           NOT NULL,
+    PRIMARY KEY (le, shard)
+);
+
+CREATE TABLE metric_total_counts (
+    name   TEXT             NOT NULL,
+    shard  INTEGER          NOT NULL,
+    count  BIGINT           NOT NULL,
+    total  DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (name, shard)
+);
+
+-- Cumulative buckets, as Prometheus expects (and as SQLite stores them).
+CREATE VIEW metric_step_buckets AS
+    SELECT b.le,
+           (SELECT COALESCE(SUM(c.hits), 0) FROM metric_step_counts c WHERE c.le <= b.le)::BIGINT
+               AS hits
+    FROM metric_step_bounds b;
+
+CREATE VIEW metric_totals AS
+    SELECT n.name,
+           COALESCE(SUM(c.count), 0)::BIGINT AS count,
+           COALESCE(SUM(c.total), 0)::DOUBLE PRECISION AS total
+    FROM (VALUES ('step_seconds'), ('lease_expiries')) AS n (name)
+    LEFT JOIN metric_total_counts c ON c.name = n.name
+    GROUP BY n.name;
+
+CREATE FUNCTION keepgoing_count_history() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    took        DOUBLE PRECISION;
+    bound       DOUBLE PRECISION;
+    this_shard  INTEGER := pg_backend_pid() % 64;
+BEGIN
+    IF NEW.type = 'TaskCompleted' THEN
+        took := (NEW.body::json ->> 'started_at')::DOUBLE PRECISION;
+        IF took IS NOT NULL THEN
+            took := GREATEST(0.0, NEW.at - took);
+            SELECT COALESCE(MIN(le), 'Infinity') INTO bound
+                FROM metric_step_bounds WHERE le >= took;
+            INSERT INTO metric_step_counts AS c (le, shard, hits) VALUES (bound, this_shard, 1)
+                ON CONFLICT (le, shard) DO UPDATE SET hits = c.hits + 1;
+            INSERT INTO metric_total_counts AS c (name, shard, count, total)
+                VALUES ('step_seconds', this_shard, 1, took)
+                ON CONFLICT (name, shard)
+                DO UPDATE SET count = c.count + 1, total = c.total + EXCLUDED.total;
+        END IF;
+    ELSIF NEW.type = 'TaskAttemptFailed' AND (NEW.body::json ->> 'reason') = 'worker_lost' THEN
+        INSERT INTO metric_total_counts AS c (name, shard, count, total)
+            VALUES ('lease_expiries', this_shard, 1, 0)
+            ON CONFLICT (name, shard) DO UPDATE SET count = c.count + 1;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER history_metrics AFTER INSERT ON history FOR EACH ROW
+    WHEN (NEW.type IN ('TaskCompleted', 'TaskAttemptFailed'))
+    EXECUTE FUNCTION keepgoing_count_history();

@@ -1,0 +1,254 @@
+"""The store for many machines: one PostgreSQL database shared by every worker and server.
+
+``KEEPGOING_STORE=postgresql://user@host:5432/db`` points workers, servers
+and clients at one database; each process opens a small connection pool and
+one ``LISTEN`` connection. Servers keep no state of their own, so any number
+of them (and of workers) can run the orchestrator duties at once: due
+timers are fired and expired leases reaped with ``SKIP LOCKED``, and event
+matching happens inside the publishing or waiting transaction, so no leader
+is needed (see ``_dialect`` for the lock order that makes this safe).
+
+How it is built: :class:`~keepgoing._store.sqlite.SqliteStore` is the storage
+base. It holds every query, as plain functions over a connection, and every
+store method is one such function run as a read or a write. This class
+replaces only what differs:
+
+* the transport: pooled psycopg connections in threads
+  (``_postgres_pool``), one transaction per call, instead of SQLite's one
+  thread with group commit;
+* the SQL spellings, through :class:`~keepgoing._store._postgres_sql.PgConnection`;
+* wake-ups: ``NOTIFY`` in the writing transaction and a ``LISTEN`` thread
+  (``_postgres_listen``) instead of the Unix-socket doorbell;
+* migrations: ``_store/migrations/postgresql``, applied under an advisory
+  lock so that many processes starting at once migrate once.
+
+URL options (removed before the rest goes to libpq): ``pool_min`` (1),
+``pool_max`` (8) connections per process, and ``outage_timeout`` (30 s): how
+long a call waits for a lost database to come back before it raises
+:class:`~keepgoing.errors.StoreError`. Every libpq parameter is accepted
+too (``sslmode``, ``connect_timeout``, ``application_name``, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from keepgoing._clock import system_clock
+from keepgoing._payload import dumps
+from keepgoing._store._postgres_listen import Listener
+from keepgoing._store._postgres_pool import Outage, PgRunner
+from keepgoing._store._postgres_sql import PgConnection
+from keepgoing._store._sqlite_auth import _COLUMNS as TOKEN_COLUMNS
+from keepgoing._store.auth_protocol import TokenRecord
+from keepgoing._store.doorbell import LocalBell
+from keepgoing._store.migrate import check_version, load_migrations
+from keepgoing._store.sqlite import SqliteStore
+from keepgoing._store.url import redact_url
+from keepgoing.errors import InvalidStoreURLError, StoreError
+
+__all__ = ["PostgresStore", "PostgresOptions", "parse_postgres_url"]
+
+#: libpq settings applied unless the URL sets them: fail fast on a dead host, and
+#: notice a silently dropped connection in seconds instead of minutes.
+LIBPQ_DEFAULTS = {
+    "application_name": "keepgoing",
+    "connect_timeout": "5",
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "3",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "15000",
+}
+_MIGRATION_LOCK = 0x6B656570676F696E  # "keepgoin": one migrator at a time per database
+
+
+class PostgresOptions:
+    """The keepgoing options of a ``postgresql://`` URL."""
+
+    def __init__(self, pool_min: int = 1, pool_max: int = 8, outage_timeout: float = 30.0) -> None:
+        if pool_min < 0 or pool_max < 1 or pool_min > pool_max:
+            raise ValueError(
+                f"need 0 <= pool_min <= pool_max and pool_max >= 1, not {pool_min}, {pool_max}"
+            )
+        if outage_timeout <= 0:
+            raise ValueError(f"outage_timeout must be positive, not {outage_timeout}")
+        self.pool_min = pool_min
+        self.pool_max = pool_max
+        self.outage_timeout = outage_timeout
+
+
+def parse_postgres_url(url: str) -> tuple[str, PostgresOptions, str]:
+    """(libpq conninfo, keepgoing options, ``host:port/db`` for messages).
+
+    Raises:
+        InvalidStoreURLError: a malformed URL, option or libpq parameter.
+    """
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    theirs: list[tuple[str, str]] = []
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in _OPTIONS:
+            ours[key] = value
+        else:
+            theirs.append((key, value))
+    try:
+        options = PostgresOptions(**{k: _OPTIONS[k](v) for k, v in ours.items()})
+        libpq = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(theirs), ""))
+        params = conninfo_to_dict(libpq)
+    except (ValueError, psycopg.ProgrammingError) as exc:
+        raise InvalidStoreURLError(f"{redact_url(url)!r}: {exc}") from None
+    for key, value in LIBPQ_DEFAULTS.items():
+        params.setdefault(key, value)
+    host = str(params.get("host") or "localhost")
+    database = params.get("dbname") or params.get("user") or ""
+    where = f"{host}:{params.get('port') or 5432}/{database}"
+    return make_conninfo("", **params), options, where
+
+
+_OPTIONS: dict[str, Any] = {"pool_min": int, "pool_max": int, "outage_timeout": float}
+
+
+class PostgresStore(SqliteStore):
+    """A :class:`~keepgoing._store.protocol.Store` on a PostgreSQL database (``postgresql://`` URL).
+
+    Thread-safe and task-safe; one instance per process is enough.
+    """
+
+    def __init__(self, url: str) -> None:  # the SQLite transport is replaced, not set up
+        self.url = url
+        self.conninfo, self.options, self.where = parse_postgres_url(url)
+        self._token = uuid.uuid4().hex
+        self._outage = Outage(self.where)
+        self._local_bell = LocalBell()
+        self._runner: PgRunner | None = None
+        self._listener: Listener | None = None
+        self._open_lock = threading.Lock()
+        self._opened = False
+
+    # -- lifecycle -------------------------------------------------------------
+    async def open(self) -> None:
+        if not self._opened:
+            await asyncio.get_running_loop().run_in_executor(None, self.open_sync)
+
+    def open_sync(self) -> None:
+        with self._open_lock:
+            if self._opened:
+                return
+            migrate(self.conninfo, self.where)
+            runner = PgRunner(
+                self.conninfo,
+                where=self.where,
+                min_size=self.options.pool_min,
+                max_size=self.options.pool_max,
+                outage_timeout=self.options.outage_timeout,
+                on_commit=self._local_bell.ring,
+                notify_payload=self._token,
+                outage=self._outage,
+            )
+            runner.open()
+            listener = Listener(
+                self.conninfo,
+                ring=self._local_bell.ring,
+                own_payload=self._token,
+                outage=self._outage,
+            )
+            try:
+                listener.start()
+            except BaseException:
+                runner.close()
+                raise
+            self._runner, self._listener, self._opened = runner, listener, True
+
+    async def close(self) -> None:
+        if self._opened:
+            await asyncio.get_running_loop().run_in_executor(None, self.close_sync)
+
+    def close_sync(self) -> None:
+        with self._open_lock:
+            runner, listener = self._runner, self._listener
+            self._runner = self._listener = None
+            self._opened = False
+        if listener is not None:
+            listener.stop(poke=runner.notify if runner is not None else None)
+        if runner is not None:
+            runner.close()
+
+    def _running(self) -> PgRunner:
+        runner = self._runner
+        if runner is None:
+            raise StoreError("the PostgreSQL store is not open; call `await store.open()` first")
+        return runner
+
+    async def _read(self, op: Any) -> Any:
+        return await self._running().call(op, write=False)
+
+    async def _write(self, op: Any, notify: Any = False) -> Any:
+        return await self._running().call(op, write=True, notify=notify)
+
+    async def wait_for_change(self, timeout: float, key: object | None = None) -> None:
+        await self._local_bell.wait(timeout, key)
+
+    # -- what SQLite says differently -----------------------------------------------------
+    async def create_token(self, token: TokenRecord) -> None:
+        if not await self._write(lambda c: _create_token(c, token)):
+            raise StoreError(f"a token with id {token.token_id!r} already exists")
+
+
+def _create_token(conn: PgConnection, t: TokenRecord) -> bool:
+    # A failed statement aborts a PostgreSQL transaction, so the duplicate is
+    # detected with ON CONFLICT rather than by catching the error.
+    row = conn.execute(
+        f"INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (token_id) DO NOTHING RETURNING token_id",
+        (
+            t.token_id,
+            t.name,
+            t.kind,
+            dumps(list(t.permissions)),
+            t.secret_hash,
+            t.created_at,
+            t.created_by,
+            t.revoked_at,
+        ),
+    ).fetchone()
+    return row is not None
+
+
+def migrate(conninfo: str, where: str) -> int:
+    """Apply pending migrations; returns the schema version. Many processes may
+    call this at once: an advisory lock lets one migrate while the others wait.
+
+    Raises:
+        StoreError: the database is unreachable.
+        SchemaVersionError: the database is newer than this code.
+    """
+    known = load_migrations("postgresql")
+    try:
+        conn = psycopg.connect(conninfo)
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StoreError(f"could not connect to PostgreSQL at {where}: {first}") from None
+    with conn:
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS keepgoing_schema (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at DOUBLE PRECISION NOT NULL)"
+        )
+        row = conn.execute("SELECT COALESCE(MAX(version), 0) FROM keepgoing_schema").fetchone()
+        applied = int(row[0]) if row else 0
+        check_version(applied, known, where)
+        for migration in known:
+            if migration.version > applied:
+                conn.execute(migration.sql.encode())
+                conn.execute(
+                    "INSERT INTO keepgoing_schema (version, name, applied_at) VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, system_clock.now()),
+                )
+        return max([applied, *(m.version for m in known)])
