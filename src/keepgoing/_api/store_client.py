@@ -41,7 +41,7 @@ from keepgoing.errors import (
 __all__ = ["StoreClient"]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}$")
-_STATUSES = ("running", "blocked", "completed", "failed", "cancelled")
+_STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued")
 DEFAULT_QUEUE = "default"
 
 

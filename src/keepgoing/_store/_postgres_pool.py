@@ -63,6 +63,7 @@ Op = Callable[[PgConnection], Any]
 _CONFLICTS = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
 _MAX_CONFLICT_RETRIES = 30
 _MAX_UNIQUE_RETRIES = 3
+_NOISY = ("psycopg", "psycopg.pool")  # loggers whose outage warnings Outage folds
 _jitter = random.Random()
 
 
@@ -130,8 +131,8 @@ class Outage:
 
 
 class _QuietPool(logging.Filter):
-    """Folds the pool's warnings (one per failed connection attempt, one per broken
-    connection handed back) into the two lines :class:`Outage` logs."""
+    """Folds psycopg's warnings during an outage (one per failed connection attempt,
+    one per broken connection handed back) into the two lines :class:`Outage` logs."""
 
     def __init__(self, outage: Outage) -> None:
         super().__init__()
@@ -176,7 +177,8 @@ class PgRunner:
         self._executor = ThreadPoolExecutor(max_workers=max_size, thread_name_prefix="keepgoing-pg")
 
     def open(self) -> None:
-        logging.getLogger("psycopg.pool").addFilter(self._filter)
+        for name in _NOISY:
+            logging.getLogger(name).addFilter(self._filter)
         try:
             self._pool.open(wait=True, timeout=self.outage_timeout)
         except PoolTimeout as exc:
@@ -189,7 +191,8 @@ class PgRunner:
     def close(self) -> None:
         self._executor.shutdown(wait=True)
         self._pool.close()
-        logging.getLogger("psycopg.pool").removeFilter(self._filter)
+        for name in _NOISY:
+            logging.getLogger(name).removeFilter(self._filter)
 
     def notify(self, payload: str) -> None:
         """Send one notification outside any store call (the listener's stop signal)."""

@@ -8,12 +8,13 @@ each expired lease be reaped once (lock order: ``_dialect``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, loads
 from keepgoing._store import records as rec
-from keepgoing._store._sqlite_ops import append, fail_attempt
+from keepgoing._store._sqlite_ops import append, fail_attempt, marks
 
 
 def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
@@ -42,17 +43,31 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
 
 
 def heartbeat(
-    conn: sqlite3.Connection, worker_id: str, lease_ttl: float, now: float
+    conn: sqlite3.Connection,
+    worker_id: str,
+    lease_ttl: float,
+    now: float,
+    attempts: Collection[tuple[str, int]] | None = None,
+    runs: Collection[str] | None = None,
 ) -> set[tuple[str, int]]:
-    # Runs before tasks: the lock order (see _dialect).
-    conn.execute(
-        "UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ?", (now + lease_ttl, worker_id)
-    )
-    held = conn.execute(
-        "UPDATE tasks SET lease_expires_at = MIN(? + ?, deadline + ?) "
-        "WHERE status = 'running' AND lease_owner = ? RETURNING run_id, cmd",
-        (now, lease_ttl, lease_ttl, worker_id),
-    ).fetchall()
+    # Runs before tasks: the lock order (see _dialect). With ``runs`` or
+    # ``attempts``, only those leases: a lease the worker does not know of expires.
+    run_ids = None if runs is None else list(runs)
+    if run_ids is None or run_ids:
+        only = "" if run_ids is None else f" AND run_id IN ({marks(run_ids)})"
+        conn.execute(
+            f"UPDATE runs SET lease_expires_at = ? WHERE lease_owner = ?{only}",
+            (now + lease_ttl, worker_id, *(run_ids or ())),
+        )
+    keys = None if attempts is None else sorted(attempts)
+    held = []
+    if keys is None or keys:
+        only = "" if keys is None else f" AND (run_id, cmd) IN (VALUES {_pairs(len(keys))})"
+        held = conn.execute(
+            "UPDATE tasks SET lease_expires_at = MIN(? + ?, deadline + ?) "
+            f"WHERE status = 'running' AND lease_owner = ?{only} RETURNING run_id, cmd",
+            (now, lease_ttl, lease_ttl, worker_id, *(v for key in keys or () for v in key)),
+        ).fetchall()
     conn.execute("UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?", (now, worker_id))
     return {(r[0], r[1]) for r in held}
 
@@ -109,6 +124,10 @@ def reap_expired_leases(conn: sqlite3.Connection, now: float, limit: int) -> int
         fail_attempt(conn, run_id, cmd, reason, error, owner or "", now)
         reaped += 1
     return reaped
+
+
+def _pairs(count: int) -> str:
+    return ", ".join(["(?, ?)"] * count)
 
 
 def _lock_run_or_skip(conn: sqlite3.Connection, run_id: str) -> bool:

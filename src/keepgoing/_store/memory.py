@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from keepgoing._history.events import ErrorInfo, Event, TaskCompleted, TimerFired
 from keepgoing._store import _memory_messaging as messaging
@@ -307,16 +307,25 @@ class MemoryStore(MemoryAuthMixin, MemoryObserveMixin, MemoryVolumesMixin, Store
 
     # -- leases and services -----------------------------------------------------------
     async def heartbeat(
-        self, worker_id: str, *, lease_ttl: float, now: float
+        self,
+        worker_id: str,
+        *,
+        lease_ttl: float,
+        now: float,
+        attempts: Collection[tuple[str, int]] | None = None,
+        runs: Collection[str] | None = None,
     ) -> set[tuple[str, int]]:
-        """Extend every lease ``worker_id`` holds; return the task attempts it still holds."""
+        """Extend the leases ``worker_id`` holds (of ``attempts`` and ``runs``, when given);
+        return the task attempts it still holds."""
         with self._lock:
             s = self._state
             held = _leased_tasks(s, worker_id)
+            if attempts is not None:
+                held = [task for task in held if task.key in attempts]
             for task in held:
                 task.lease_expires_at = task.lease_cap(now, lease_ttl)
             for run in s.leased_runs.values():
-                if run.lease_owner == worker_id:
+                if run.lease_owner == worker_id and (runs is None or run.run_id in runs):
                     run.lease_expires_at = now + lease_ttl
             if worker_id in s.workers:
                 order, worker = s.workers[worker_id]

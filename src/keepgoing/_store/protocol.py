@@ -27,7 +27,7 @@ storage fails. Other errors are listed per method.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from keepgoing._history.events import Event
 from keepgoing._store.auth_protocol import AuthStore
@@ -191,7 +191,13 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
     # -- leases and services -----------------------------------------------------------
     @abc.abstractmethod
     async def heartbeat(
-        self, worker_id: str, *, lease_ttl: float, now: float
+        self,
+        worker_id: str,
+        *,
+        lease_ttl: float,
+        now: float,
+        attempts: Collection[tuple[str, int]] | None = None,
+        runs: Collection[str] | None = None,
     ) -> set[tuple[str, int]]:
         """Extend every lease ``worker_id`` holds, in one go.
 
@@ -199,6 +205,13 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         orchestrator thereby enforces the attempt timeout. Also refreshes the
         worker's registry row. Returns the ``(run_id, cmd)`` of the task
         attempts the worker still holds; an attempt missing from it was lost.
+
+        ``attempts`` (task keys) and ``runs`` (activations), when given, are
+        what the worker knows it holds, and only those leases are extended. A
+        lease the store has for the worker that the worker does not know of
+        (a claim whose commit it never heard back from, when its connection
+        dropped during ``COMMIT``) is then left to expire, and the reaper
+        hands the work on instead of it being held forever.
         """
 
     @abc.abstractmethod

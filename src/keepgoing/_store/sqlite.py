@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from keepgoing._clock import system_clock
@@ -179,10 +179,16 @@ class SqliteStore(SqliteAuthMixin, SqliteObserveMixin, SqliteVolumesMixin, Store
 
     # -- leases and services ----------------------------------------------------------
     async def heartbeat(
-        self, worker_id: str, *, lease_ttl: float, now: float
+        self,
+        worker_id: str,
+        *,
+        lease_ttl: float,
+        now: float,
+        attempts: Collection[tuple[str, int]] | None = None,
+        runs: Collection[str] | None = None,
     ) -> set[tuple[str, int]]:
         held: set[tuple[str, int]] = await self._write(
-            lambda c: leases.heartbeat(c, worker_id, lease_ttl, now)
+            lambda c: leases.heartbeat(c, worker_id, lease_ttl, now, attempts, runs)
         )
         return held
 

@@ -139,10 +139,11 @@ class Activator:
             await w.store.complete_task(outcome)
             return
         instance = w.cache.take(outcome.run_id)
+        kept = None  # an error drops the instance: its state ran ahead of the store's
         try:
-            instance = await self._complete_fast(outcome, instance)
+            kept = await self._complete_fast(outcome, instance)
         finally:
-            w.cache.give_back(outcome.run_id, instance)
+            w.cache.give_back(outcome.run_id, kept)
 
     async def _complete_fast(
         self, outcome: TaskOutcome, instance: WorkflowInstance | None
@@ -177,7 +178,11 @@ class Activator:
             eager_limit=max(1, w.free_slots() + 1),
             lease_ttl=w.settings.lease_ttl,
         )
-        result = await w.store.complete_task(outcome, fast)
+        try:
+            result = await w.store.complete_task(outcome, fast)
+        except BaseException:
+            instance.close()
+            raise
         if result.activation is None or not result.activation.ok:
             instance.close()
             return None

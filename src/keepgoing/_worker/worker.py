@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from keepgoing._api.registry import Registry
 from keepgoing._api.registry import registry as default_registry
 from keepgoing._clock import Clock, system_clock
+from keepgoing._services.orchestrator import Orchestrator
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import ActivationClaim, TaskClaim, TaskOutcome, WorkerRecord
 from keepgoing._worker.activation import Activator
@@ -89,10 +90,17 @@ class Worker:
             max_workers=self.settings.concurrency + 4, thread_name_prefix="keepgoing-task"
         )
         self.activator = Activator(self)
+        self.services = Orchestrator(
+            store,
+            clock=clock,
+            interval=self.settings.services_interval,
+            batch=self.settings.reap_batch,
+        )
         self.abandoned_threads = False  # attempts still in threads after the shutdown grace
         self.keep_failures = False  # in-process runs re-raise the workflow's own exception
         self.failures: dict[str, BaseException] = {}
         self._store_errors = 0  # consecutive passes the store failed
+        self._activating: set[str] = set()  # runs whose activation lease this worker holds
 
     # -- public ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -197,16 +205,15 @@ class Worker:
 
     # -- services -----------------------------------------------------------------
     async def _services(self, now: float) -> bool:
-        fired = await self.store.fire_due_timers(now=now, limit=self.settings.reap_batch)
-        reaped = await self.store.reap_expired_leases(now=now, limit=self.settings.reap_batch)
-        if reaped:
-            log.warning("recovered %d task attempt(s) whose worker stopped renewing", reaped)
-        busy = fired >= self.settings.reap_batch or reaped >= self.settings.reap_batch
+        stats = self.services.stats
+        before = stats.timers_fired + stats.leases_reaped
+        busy = await self.services.tick()
         self._services_due = now if busy else now + self.settings.services_interval
-        return bool(fired or reaped)
+        return stats.timers_fired + stats.leases_reaped > before
 
     # -- activations ---------------------------------------------------------------
     async def _activate(self, claim: ActivationClaim) -> None:
+        self._activating.add(claim.run.run_id)
         try:
             await self.activator.activate(claim)
         except Exception as exc:
@@ -216,6 +223,8 @@ class Worker:
                 log.exception("activation of run %s failed; it will be retried", claim.run.run_id)
             with contextlib.suppress(Exception):
                 await self.store.release_activation(claim.run.run_id, claim.fence)
+        finally:
+            self._activating.discard(claim.run.run_id)
 
     # -- task attempts ---------------------------------------------------------------
     def spawn(self, claim: TaskClaim) -> None:
@@ -255,18 +264,29 @@ class Worker:
             volume_commits=result.volume_commits,
         )
         try:
-            # Shielded: once the outcome is being written, its follow-up (the
-            # cached instance's position, the eager claim of the next task)
-            # must not be cut off half way.
-            await asyncio.shield(self.activator.complete(outcome))
-        except StoreError as exc:
-            # Not counted as done: the lease expires and the fence decides which
-            # attempt's result is recorded.
-            log.warning("could not record the outcome of task %s (%s); lease will expire", key, exc)
+            await self._record_outcome(key, outcome)
         except Exception:
             log.exception("could not record the outcome of task %s; its lease will expire", key)
         finally:
             self._reporting.discard(key)
+
+    async def _record_outcome(self, key: tuple[str, int], outcome: TaskOutcome) -> None:
+        """Write an attempt's outcome. A write the store could not commit is not done:
+        the same fenced write is tried again until the store answers; it is refused
+        if the first one landed after all, or if the lease was lost meanwhile."""
+        failures = 0
+        while True:
+            try:
+                # Shielded: once the outcome is being written, its follow-up (the
+                # cached instance's position, the eager claim of the next task)
+                # must not be cut off half way.
+                await asyncio.shield(self.activator.complete(outcome))
+                return
+            except StoreError as exc:
+                failures += 1
+                if failures == 1:
+                    log.warning("could not record the outcome of task %s (%s); retrying", key, exc)
+                await asyncio.sleep(random.uniform(0.0, min(2.0, 0.05 * 2 ** min(failures, 10))))
 
     # -- leases ---------------------------------------------------------------------
     async def heartbeat_loop(self) -> None:
@@ -275,8 +295,14 @@ class Worker:
             await asyncio.sleep(self.settings.heartbeat_interval)
             before = set(self._attempts) - self._reporting
             try:
+                # Only the leases this worker knows it holds: one the store gave it
+                # in a commit whose answer never arrived is left to expire.
                 held = await self.store.heartbeat(
-                    self.worker_id, lease_ttl=self.settings.lease_ttl, now=self.clock.now()
+                    self.worker_id,
+                    lease_ttl=self.settings.lease_ttl,
+                    now=self.clock.now(),
+                    attempts=set(self._attempts),
+                    runs=set(self._activating),
                 )
             except Exception as exc:
                 log.warning("heartbeat failed (%s); retrying", exc)
