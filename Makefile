@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck unit bench build clean
+.PHONY: install demo test lint typecheck unit chaos bench build clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ typecheck: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
+
+## Only the fault tests: workers on a throwaway PostgreSQL (in network namespaces when
+## run as root), SIGKILL and a database restart mid-load. `make test` runs them too.
+chaos: $(STAMP)
+	$(BIN)/pytest -m chaos -v
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

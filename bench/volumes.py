@@ -103,7 +103,9 @@ def _lines(rng: random.Random, kib: int) -> list[str]:
     lines: list[str] = []
     size = 0
     while size < kib * 1024:
-        line = f"{len(lines):05d} " + " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 12)))
+        line = f"{len(lines):05d} " + " ".join(
+            rng.choice(_WORDS) for _ in range(rng.randint(5, 12))
+        )
         lines.append(line)
         size += len(line) + 1
     return lines

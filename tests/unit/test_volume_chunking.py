@@ -7,7 +7,14 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keepgoing._volumes.chunking import MAX_SIZE, MIN_SIZE, cut_points, digest, split
+from keepgoing._volumes.chunking import (
+    MAX_SIZE,
+    MIN_SIZE,
+    SMALL_SIZE,
+    cut_points,
+    digest,
+    split,
+)
 
 
 def text(lines: int, seed: int = 1) -> bytes:
@@ -21,7 +28,9 @@ def text(lines: int, seed: int = 1) -> bytes:
 def test_small_content_is_one_chunk() -> None:
     assert split(b"") == [b""]
     assert split(b"hello") == [b"hello"]
-    assert split(bytes(MIN_SIZE)) == [bytes(MIN_SIZE)]
+    small = random.Random(5).randbytes(SMALL_SIZE)
+    assert split(small) == [small]
+    assert len(split(small + b"!")) > 1
 
 
 def test_chunks_join_back_and_respect_the_size_bounds() -> None:
@@ -29,12 +38,13 @@ def test_chunks_join_back_and_respect_the_size_bounds() -> None:
     chunks = split(data)
     assert b"".join(chunks) == data
     assert all(MIN_SIZE <= len(c) <= MAX_SIZE for c in chunks[:-1])
-    assert 4 * 1024 < len(data) / len(chunks) < 16 * 1024  # ~8 KiB on average
+    assert 3 * 1024 < len(data) / len(chunks) < 8 * 1024  # ~4 KiB on average
 
 
 def test_long_runs_without_a_cut_are_bounded_by_the_maximum() -> None:
     data = bytes(300_000)  # no content to cut on
-    assert [len(c) for c in split(data)] == [MAX_SIZE] * 4 + [300_000 - 4 * MAX_SIZE]
+    full, rest = divmod(len(data), MAX_SIZE)
+    assert [len(c) for c in split(data)] == [MAX_SIZE] * full + [rest]
 
 
 def test_an_edit_changes_only_the_chunks_around_it() -> None:
@@ -46,8 +56,10 @@ def test_an_edit_changes_only_the_chunks_around_it() -> None:
     old = {digest(c) for c in split(before)}
     new = [digest(c) for c in split(after)]
 
-    assert len(new) > 10
-    assert sum(key not in old for key in new) <= 2
+    assert len(new) > 20
+    changed = [i for i, key in enumerate(new) if key not in old]
+    assert 1 <= len(changed) <= 3  # the chunk holding the edit, and perhaps a moved cut
+    assert changed == list(range(changed[0], changed[0] + len(changed)))
 
 
 def test_an_insertion_at_the_front_does_not_shift_every_cut() -> None:
@@ -55,7 +67,7 @@ def test_an_insertion_at_the_front_does_not_shift_every_cut() -> None:
     after = b"a new first line\n" + before
     old = {digest(c) for c in split(before)}
     new = [digest(c) for c in split(after)]
-    assert sum(key not in old for key in new) <= 2
+    assert sum(key not in old for key in new) <= 3
 
 
 def test_cuts_are_deterministic() -> None:

@@ -114,6 +114,24 @@ def too_slow() -> None:
         LATE_WRITE.set()
 
 
+OUTER: list[Volume] = []  # a handle made outside any task (think: at module level)
+
+
+@task(name="vol.use_outer_handle")
+def use_outer_handle() -> dict[str, object]:
+    outer = OUTER[0]
+    outer.put_file("from-outer.md", "staged in the run's store")
+    old = outer.at_version(1)
+    branch = old.fork("from-v1")
+    return {"old": old.read_text("notes.md"), "branch": branch.read_text("notes.md")}
+
+
+@workflow(name="vol.outer_flow")
+async def outer_flow() -> object:
+    await write_notes("first")
+    return await use_outer_handle()
+
+
 @workflow(name="vol.notes_flow")
 async def notes_flow(tag: str) -> object:
     return await write_notes(tag)
@@ -248,3 +266,23 @@ def test_in_process_runs_keep_volumes_in_their_own_memory_store() -> None:
         "listed": ["notes.md", "scratchpad.md"],
         "versions_so_far": 0,
     }
+
+
+def test_a_handle_made_outside_tasks_writes_to_the_store_of_the_task_using_it(
+    client: Client, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KEEPGOING_STORE", f"sqlite:///{tmp_path / 'default.db'}")
+    OUTER[:] = [Volume("agent")]  # bound to KEEPGOING_STORE: not the store the tasks run on
+
+    result = client.run_workflow(outer_flow, workflow_id="outer-1")
+
+    assert result == {"old": "notes first\n", "branch": "notes first\n"}
+    memory = Volume("agent", store=store)
+    assert [(v.id, v.step, v.paths) for v in memory.versions()] == [
+        (1, 1, ("notes.md", "scratchpad.md")),
+        (2, 2, ("from-outer.md",)),
+    ]
+    assert memory.forks() == ["from-v1"]
+    assert OUTER[0].versions() == []  # nothing went to the default store
+    default = access.shared_store(None)
+    access.call(default, default.close())

@@ -105,7 +105,9 @@ class _Txn:
 
     def versions(self, volume: str, ref: str, limit: int) -> list[VersionRow]:
         ids = list(self.s.by_ref.get((volume, ref), []))
-        ids += [r.info.id for r in self.new_versions if (r.info.volume, r.info.ref) == (volume, ref)]
+        ids += [
+            r.info.id for r in self.new_versions if (r.info.volume, r.info.ref) == (volume, ref)
+        ]
         chosen = ids[-limit:] if limit else []
         return [row for i in chosen if (row := self.get_version(volume, i)) is not None]
 

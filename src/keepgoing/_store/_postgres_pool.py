@@ -51,6 +51,7 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from keepgoing._store._postgres_group import GroupWriter
 from keepgoing._store._postgres_sql import PgConnection
 from keepgoing.errors import StoreError
 
@@ -161,7 +162,8 @@ class PgRunner:
         self.outage = outage
         self.outage_timeout = outage_timeout
         self._on_commit = on_commit
-        self._notify = f"NOTIFY {CHANNEL}, '{notify_payload}'"
+        self.notify_sql = f"NOTIFY {CHANNEL}, '{notify_payload}'"
+        self._writers = max(1, min(4, max_size // 3))
         name = f"keepgoing-{notify_payload[:8]}"
         self._filter = _QuietPool(outage)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -174,7 +176,11 @@ class PgRunner:
             timeout=outage_timeout,
             reconnect_timeout=max(outage_timeout, 60.0),
         )
-        self._executor = ThreadPoolExecutor(max_workers=max_size, thread_name_prefix="keepgoing-pg")
+        # Reads run in these threads; writes go to the group writers (``_postgres_group``).
+        self._executor = ThreadPoolExecutor(
+            max_workers=max(1, max_size - self._writers), thread_name_prefix="keepgoing-pg"
+        )
+        self._group: GroupWriter | None = None
 
     def open(self) -> None:
         for name in _NOISY:
@@ -187,8 +193,12 @@ class PgRunner:
                 f"could not open {self._pool.min_size} connection(s) to PostgreSQL at "
                 f"{self.where} within {self.outage_timeout:g}s"
             ) from exc
+        self._group = GroupWriter(self, self._writers)
 
     def close(self) -> None:
+        if self._group is not None:
+            self._group.close()
+            self._group = None
         self._executor.shutdown(wait=True)
         self._pool.close()
         for name in _NOISY:
@@ -201,6 +211,9 @@ class PgRunner:
         )
 
     async def call(self, op: Op, *, write: bool, notify: Any = False) -> Any:
+        group = self._group
+        if write and group is not None:
+            return await group.write(op, notify)
         loop = asyncio.get_running_loop()
         call = functools.partial(self.call_sync, op, write=write, notify=notify)
         try:
@@ -241,9 +254,20 @@ class PgRunner:
                 self._pool.putconn(conn)
             self.outage.up()
             if wakes:
-                with contextlib.suppress(Exception):
-                    self._on_commit()
+                self.committed()
             return result
+
+    def committed(self) -> None:
+        """A commit made work for others: wake this process's waiters at once."""
+        with contextlib.suppress(Exception):
+            self._on_commit()
+
+    def connection(self) -> psycopg.Connection[Any]:
+        """A pooled connection (give it back with :meth:`release`)."""
+        return self._connection(None)
+
+    def release(self, raw: psycopg.Connection[Any]) -> None:
+        self._pool.putconn(raw)
 
     def _connection(self, give_up: float | None) -> psycopg.Connection[Any]:
         wait = self.outage_timeout if give_up is None else max(0.05, give_up - time.monotonic())
@@ -266,7 +290,7 @@ class PgRunner:
             result = op(PgConnection(raw))
             wakes = write and bool(notify(result) if callable(notify) else notify)
             if wakes:
-                raw.execute(self._notify)
+                raw.execute(self.notify_sql)
             if write:
                 committing = True
                 raw.commit()

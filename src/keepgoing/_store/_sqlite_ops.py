@@ -95,11 +95,13 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
     ).fetchone()
     if open_row is not None:
         raise WorkflowAlreadyRunningError(req.workflow_id, open_row[0])
-    conn.execute(
+    # The run's row as appending WorkflowStarted (seq 1, an input) leaves it,
+    # written at once: one statement instead of an insert, a read and an update.
+    row = conn.execute(
         "INSERT INTO runs (run_id, workflow_id, workflow_name, status, input, task_queue, "
-        "code_version, created_at, updated_at, next_seq, runnable, runnable_since, "
-        "parent_workflow_id, parent_run_id, parent_cmd, continued_from) "
-        "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 1, 0, NULL, ?, ?, ?, ?)",
+        "code_version, created_at, updated_at, next_seq, last_input_seq, runnable, "
+        "runnable_since, parent_workflow_id, parent_run_id, parent_cmd, continued_from) "
+        f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?) RETURNING {RUN_COLUMNS}",
         (
             req.run_id,
             req.workflow_id,
@@ -109,12 +111,13 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
             req.code_version,
             req.now,
             req.now,
+            req.now,
             req.parent_workflow_id,
             req.parent_run_id,
             req.parent_cmd,
             req.continued_from,
         ),
-    )
+    ).fetchone()
     started = ev.WorkflowStarted(
         workflow_name=req.workflow_name,
         workflow_id=req.workflow_id,
@@ -126,8 +129,11 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
         parent_run_id=req.parent_run_id,
         continued_from=req.continued_from,
     )
-    append(conn, req.run_id, [started], req.now)
-    return get_run(conn, req.run_id)  # type: ignore[return-value]
+    conn.execute(
+        "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, 1, ?, ?, ?)",
+        (req.run_id, "WorkflowStarted", req.now, encode_at(started, 1, req.now)),
+    )
+    return run_record(row)
 
 
 def get_run(conn: sqlite3.Connection, run_id: str) -> rec.RunRecord | None:

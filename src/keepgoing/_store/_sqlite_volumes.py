@@ -29,10 +29,10 @@ from keepgoing.errors import StoreError
 
 __all__ = ["MAX_DEPTH", "SqliteVolumesMixin", "commit_task"]
 
-MAX_DEPTH = 16
+MAX_DEPTH = 24
 _RAW, _ZLIB, _DELTA = 0, 1, 2
 _WINDOW = 32 * 1024  # zlib's window: only this much of a preset dictionary is used
-_LEVEL = 6
+_LEVEL = 9  # with a preset dictionary, the longer match search pays for itself
 _VERSION_COLUMNS = (
     "volume, id, parent_id, ref, created_at, message, manifest, paths, run_id, step, attempt, "
     "chunked"

@@ -6,11 +6,14 @@ the same code works in a script, in a sync task (a worker thread) and in an
 async task (on the worker's loop, which the call blocks briefly but never
 needs: the store answers on the portal's loop).
 
-Stores named by URL are opened once per process and kept open.
+Stores named by URL are opened once per process and kept open. A forked
+child process starts afresh: the parent's portal thread and connections do
+not exist there.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -25,6 +28,7 @@ T = TypeVar("T")
 _lock = threading.Lock()
 _portal: Portal | None = None
 _stores: dict[str, Store] = {}
+_pid = os.getpid()
 
 
 def call(store: Store, coro: Coroutine[Any, Any, T]) -> T:
@@ -45,6 +49,7 @@ def shared_store(url: str | None) -> Store:
     """
     resolved = resolve_store_url(url)
     with _lock:
+        _forget_if_forked()
         store = _stores.get(resolved)
         if store is None:
             store = _stores[resolved] = store_from_url(resolved)
@@ -61,6 +66,14 @@ def same_store(store: Store, wanted: str | Store | None) -> bool:
 def _the_portal() -> Portal:
     global _portal
     with _lock:
+        _forget_if_forked()
         if _portal is None:
             _portal = Portal("keepgoing-volumes")
         return _portal
+
+
+def _forget_if_forked() -> None:
+    global _portal, _pid
+    if os.getpid() != _pid:
+        _portal, _pid = None, os.getpid()
+        _stores.clear()

@@ -1,12 +1,16 @@
 """Content-defined chunking: split a file where its content says, not at fixed offsets.
 
 A gear rolling hash (FastCDC, Xia et al. 2016, with normalised chunking) runs
-over the bytes; a chunk ends where the hash's bits 16..30 (before the average
-size) or 16..26 (after it) are all zero. A cut depends only on the ~64 bytes
+over the bytes; a chunk ends where the hash's bits 16..29 (before the average
+size) or 16..25 (after it) are all zero. A cut depends only on the ~64 bytes
 before it, so an edit moves at most the cuts next to it: every other chunk of
 the new version is byte-identical to one of the old, has the same SHA-256,
-and is stored once. Sizes: at least 2 KiB, about 8 KiB on average, at most
-64 KiB (except the last chunk, which may be shorter).
+and is stored once. Sizes: at least 1 KiB, about 4 KiB on average, at most
+32 KiB (except the last chunk, which may be shorter). Small chunks keep the
+cost of a one-line edit small, and at most 32 KiB a whole chunk fits in
+zlib's window when the store compresses a new chunk against an old one.
+Content up to :data:`SMALL_SIZE` is one chunk without scanning: most memory
+files are that small, and the store keeps their versions as deltas anyway.
 
 The gear table is derived from SHA-256 and must never change: chunks already
 stored would still read back, but would no longer be shared with new ones.
@@ -16,14 +20,15 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["AVG_SIZE", "MAX_SIZE", "MIN_SIZE", "cut_points", "digest", "split"]
+__all__ = ["AVG_SIZE", "MAX_SIZE", "MIN_SIZE", "SMALL_SIZE", "cut_points", "digest", "split"]
 
-MIN_SIZE = 2 * 1024
-AVG_SIZE = 8 * 1024
-MAX_SIZE = 64 * 1024
+MIN_SIZE = 1024
+AVG_SIZE = 4 * 1024
+MAX_SIZE = 32 * 1024
+SMALL_SIZE = 2 * AVG_SIZE
 _WARMUP = 64  # the hash forgets a byte after 64 shifts: warm it up before MIN_SIZE
-_MASK_HARD = ((1 << 15) - 1) << 16
-_MASK_EASY = ((1 << 11) - 1) << 16
+_MASK_HARD = ((1 << 14) - 1) << 16
+_MASK_EASY = ((1 << 10) - 1) << 16
 _GEAR: tuple[int, ...] = tuple(
     int.from_bytes(hashlib.sha256(b"keepgoing-gear-%d" % i).digest()[:8], "big") >> 1
     for i in range(256)
@@ -47,6 +52,8 @@ def split(data: bytes) -> list[bytes]:
 def cut_points(data: bytes) -> list[int]:
     """The end offset of every chunk of ``data``; the last is ``len(data)``."""
     size, start, ends = len(data), 0, []
+    if size <= SMALL_SIZE:
+        return [size] if size else []
     while start < size:
         end = _next_cut(data, start, size)
         ends.append(end)

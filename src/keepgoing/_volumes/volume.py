@@ -86,7 +86,7 @@ class Volume:
         self._opened: weakref.WeakSet[Store] = weakref.WeakSet()
         self._open(self._store, create_if_missing and self._version is None)
         if self._version is not None:
-            self._call(self._store.volume_version(self.name, self.ref, self._version))
+            self._call(self._store, self._store.volume_version(self.name, self.ref, self._version))
 
     # -- handles ------------------------------------------------------------------------------
     @property
@@ -106,7 +106,8 @@ class Volume:
             VolumeNotFoundError: there is no such version.
         """
         number = _check_version_id(_number(version))
-        self._call(self._store.volume_version(self.name, self.ref, number))
+        store = self._store_now()
+        self._call(store, store.volume_version(self.name, self.ref, number))
         return self._sibling(self.ref, number)
 
     def __repr__(self) -> str:
@@ -133,7 +134,7 @@ class Volume:
         if base is None:  # a fork of a ref that had no version yet
             raise VolumeFileNotFoundError(f"volume {self.name!r} has no file {path!r}")
         version = None if isinstance(base, Head) else base
-        return self._call(store.volume_read(self.name, self.ref, version, path))
+        return self._call(store, store.volume_read(self.name, self.ref, version, path))
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         """The content of ``path`` decoded as text.
@@ -154,7 +155,7 @@ class Volume:
         committed: list[FileInfo] = []
         if base is not None:
             version = None if isinstance(base, Head) else base
-            committed = self._call(store.volume_files(self.name, self.ref, version))
+            committed = self._call(store, store.volume_files(self.name, self.ref, version))
         for stage in _applied(stages):
             committed = stage.view(committed)
         return diff.listing(committed, folder, recursive)
@@ -175,12 +176,13 @@ class Volume:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise VolumeError(f"limit must be a positive int, not {limit!r}")
-        return self._call(self._store_now().volume_versions(self.name, self.ref, limit))
+        store = self._store_now()
+        return self._call(store, store.volume_versions(self.name, self.ref, limit))
 
     def latest_version(self) -> VersionInfo | None:
         """The ref's newest version (a read-only handle's own), or None before any write."""
         store = self._store_now()
-        return self._call(store.volume_version(self.name, self.ref, self._version))
+        return self._call(store, store.volume_version(self.name, self.ref, self._version))
 
     def diff(self, a: int | VersionInfo | None, b: int | VersionInfo | None) -> VolumeDiff:
         """What changed from version ``a`` to version ``b`` (None: the empty volume).
@@ -194,10 +196,10 @@ class Volume:
         def files(version: int | None) -> list[FileInfo]:
             if version is None:
                 return []
-            return self._call(store.volume_files(self.name, self.ref, version))
+            return self._call(store, store.volume_files(self.name, self.ref, version))
 
         def read(version: int | None, path: str) -> bytes:
-            return self._call(store.volume_read(self.name, self.ref, version, path))
+            return self._call(store, store.volume_read(self.name, self.ref, version, path))
 
         return diff.compare(first, second, files(first), files(second), read)
 
@@ -254,7 +256,7 @@ class Volume:
         if number is None:
             raise VolumeError("rollback() needs a version id")
         store, stage = self._writing()
-        self._call(store.volume_version(self.name, self.ref, number))
+        self._call(store, store.volume_version(self.name, self.ref, number))
         if stage is not None:
             stage.rollback(number)
             return None
@@ -303,25 +305,28 @@ class Volume:
         """
         new_ref = check_name(name, "ref")
         store, attempt = self._where()
-        if attempt is None or self._version is not None:
+        if attempt is None:
             now = system_clock.now()
-            self._call(store.volume_fork(self.name, self.ref, new_ref, self._version, now))
+            self._call(store, store.volume_fork(self.name, self.ref, new_ref, self._version, now))
             return self._sibling(new_ref, None)
         if attempt.peek(self.name, new_ref) is not None or _ref_exists(self, store, new_ref):
             raise VolumeError(f"volume {self.name!r} already has a ref named {new_ref!r}")
-        head = self._call(store.volume_version(self.name, self.ref, None))
+        at = self._version
+        if at is None:
+            head = self._call(store, store.volume_version(self.name, self.ref, None))
+            at = head.id if head else None
         stage = attempt.stage(self.name, new_ref)
-        stage.fork_from = (self.ref, head.id if head else None)
-        stage.base = head.id if head else None
+        stage.fork_from, stage.base = (self.ref, at), at
         return self._sibling(new_ref, None)
 
     def forks(self) -> list[str]:
         """The refs forked from this ref, sorted."""
-        return self._call(self._store_now().volume_forks(self.name, self.ref))
+        store = self._store_now()
+        return self._call(store, store.volume_forks(self.name, self.ref))
 
     # -- plumbing -----------------------------------------------------------------------------
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return access.call(self._store, coro)
+    def _call(self, store: Store, coro: Coroutine[Any, Any, T]) -> T:
+        return access.call(store, coro)
 
     def _open(self, store: Store, create: bool = True) -> None:
         if store not in self._opened:
@@ -343,7 +348,7 @@ class Volume:
     def _layers(self) -> tuple[Store, list[Stage]]:
         """The store, and the stages to read through (oldest first): the task's, the batch's."""
         if self._version is not None:
-            return self._store, []
+            return self._store_now(), []
         store, attempt = self._where()
         stages = []
         if attempt is not None:
@@ -368,7 +373,7 @@ class Volume:
         return store, attempt.stage(self.name, self.ref) if attempt is not None else None
 
     def _commit(self, store: Store, staged: StagedCommit) -> VersionInfo | None:
-        return self._call(store.volume_commit(staged, now=system_clock.now()))
+        return self._call(store, store.volume_commit(staged, now=system_clock.now()))
 
     def _sibling(self, ref: str, version: int | None) -> Volume:
         other = object.__new__(Volume)
@@ -398,7 +403,7 @@ def _applied(stages: list[Stage]) -> list[Stage]:
 
 def _ref_exists(volume: Volume, store: Store, ref: str) -> bool:
     try:
-        volume._call(store.volume_version(volume.name, ref, None))
+        volume._call(store, store.volume_version(volume.name, ref, None))
     except VolumeNotFoundError:
         return False
     return True

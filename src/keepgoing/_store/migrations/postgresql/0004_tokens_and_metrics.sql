@@ -24,7 +24,8 @@ CREATE TABLE tokens (
 );
 
 -- Step latency histogram: the upper bounds, and per shard the steps whose
--- duration fell in (previous bound, le] (`le` = 'Infinity' past the last).
+-- duration fell in (previous bound, le] (`le` = 'Infinity' past the last),
+-- with their total duration.
 CREATE TABLE metric_step_bounds (
     le  DOUBLE PRECISION PRIMARY KEY
 );
@@ -36,15 +37,13 @@ CREATE TABLE metric_step_counts (
     le     DOUBLE PRECISION NOT NULL,
     shard  INTEGER          NOT NULL,
     hits   BIGINT           NOT NULL,
+    total  DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (le, shard)
 );
 
-CREATE TABLE metric_total_counts (
-    name   TEXT             NOT NULL,
-    shard  INTEGER          NOT NULL,
-    count  BIGINT           NOT NULL,
-    total  DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (name, shard)
+CREATE TABLE metric_lease_counts (
+    shard  INTEGER PRIMARY KEY,
+    count  BIGINT  NOT NULL
 );
 
 -- Cumulative buckets, as Prometheus expects (and as SQLite stores them).
@@ -55,36 +54,42 @@ CREATE VIEW metric_step_buckets AS
     FROM metric_step_bounds b;
 
 CREATE VIEW metric_totals AS
-    SELECT n.name,
-           COALESCE(SUM(c.count), 0)::BIGINT AS count,
-           COALESCE(SUM(c.total), 0)::DOUBLE PRECISION AS total
-    FROM (VALUES ('step_seconds'), ('lease_expiries')) AS n (name)
-    LEFT JOIN metric_total_counts c ON c.name = n.name
-    GROUP BY n.name;
+    SELECT 'step_seconds'::TEXT AS name,
+           COALESCE(SUM(hits), 0)::BIGINT AS count,
+           COALESCE(SUM(total), 0)::DOUBLE PRECISION AS total
+    FROM metric_step_counts
+    UNION ALL
+    SELECT 'lease_expiries', COALESCE(SUM(count), 0)::BIGINT, 0.0 FROM metric_lease_counts;
 
+-- One upsert per completed step; the bucket is found without a query (the
+-- bounds are the table above, repeated here as a constant).
 CREATE FUNCTION keepgoing_count_history() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     took        DOUBLE PRECISION;
-    bound       DOUBLE PRECISION;
+    bound       DOUBLE PRECISION := 'Infinity';
+    edge        DOUBLE PRECISION;
     this_shard  INTEGER := pg_backend_pid() % 64;
 BEGIN
     IF NEW.type = 'TaskCompleted' THEN
         took := (NEW.body::json ->> 'started_at')::DOUBLE PRECISION;
         IF took IS NOT NULL THEN
             took := GREATEST(0.0, NEW.at - took);
-            SELECT COALESCE(MIN(le), 'Infinity') INTO bound
-                FROM metric_step_bounds WHERE le >= took;
-            INSERT INTO metric_step_counts AS c (le, shard, hits) VALUES (bound, this_shard, 1)
-                ON CONFLICT (le, shard) DO UPDATE SET hits = c.hits + 1;
-            INSERT INTO metric_total_counts AS c (name, shard, count, total)
-                VALUES ('step_seconds', this_shard, 1, took)
-                ON CONFLICT (name, shard)
-                DO UPDATE SET count = c.count + 1, total = c.total + EXCLUDED.total;
+            FOREACH edge IN ARRAY ARRAY[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                                        10.0, 30.0, 60.0, 300.0, 900.0, 3600.0]::DOUBLE PRECISION[]
+            LOOP
+                IF took <= edge THEN
+                    bound := edge;
+                    EXIT;
+                END IF;
+            END LOOP;
+            INSERT INTO metric_step_counts AS c (le, shard, hits, total)
+                VALUES (bound, this_shard, 1, took)
+                ON CONFLICT (le, shard)
+                DO UPDATE SET hits = c.hits + 1, total = c.total + EXCLUDED.total;
         END IF;
     ELSIF NEW.type = 'TaskAttemptFailed' AND (NEW.body::json ->> 'reason') = 'worker_lost' THEN
-        INSERT INTO metric_total_counts AS c (name, shard, count, total)
-            VALUES ('lease_expiries', this_shard, 1, 0)
-            ON CONFLICT (name, shard) DO UPDATE SET count = c.count + 1;
+        INSERT INTO metric_lease_counts AS c (shard, count) VALUES (this_shard, 1)
+            ON CONFLICT (shard) DO UPDATE SET count = c.count + 1;
     END IF;
     RETURN NULL;
 END
