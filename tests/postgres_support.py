@@ -17,8 +17,13 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
-# Tables a reset keeps: the schema version and the fixed histogram bounds.
+# Tables a reset keeps: the schema version and the fixed histogram bounds; and
+# the metric counters, whose rows exist from the start, which it sets to zero.
 _KEPT = ("keepgoing_schema", "metric_step_bounds")
+_ZEROED = {
+    "metric_step_counts": "hits = 0, total = 0",
+    "metric_lease_counts": "count = 0",
+}
 
 try:
     import psycopg
@@ -79,7 +84,10 @@ def reset(url: str) -> None:
             if row[0] not in _KEPT
         ]
         for table in tables:
-            conn.execute(f'DELETE FROM "{table}"')  # type: ignore[arg-type]
+            if table in _ZEROED:
+                conn.execute(f'UPDATE "{table}" SET {_ZEROED[table]}')  # type: ignore[arg-type]
+            else:
+                conn.execute(f'DELETE FROM "{table}"')  # type: ignore[arg-type]
 
 
 def migrated(url: str) -> str:

@@ -51,6 +51,9 @@ _CODES: dict[str, type[errors.KeepgoingError]] = {
         errors.WorkflowNotFoundError,
         errors.RunNotFoundError,
         errors.WorkflowNotRunningError,
+        errors.VolumeError,
+        errors.VolumeNotFoundError,
+        errors.VolumeFileNotFoundError,
         errors.StoreError,
     )
 }

@@ -31,9 +31,11 @@ __all__ = [
     "CancelsRuns",
     "PublishesEvents",
     "ReadsRuns",
+    "ReadsVolumes",
     "SendsMessages",
     "Triggers",
     "Principal",
+    "WritesVolumes",
     "authenticate",
     "principal_of",
     "require",
@@ -132,4 +134,6 @@ Triggers = Annotated[Principal, require("workflows.trigger")]
 SendsMessages = Annotated[Principal, require("messages.send")]
 PublishesEvents = Annotated[Principal, require("events.publish")]
 CancelsRuns = Annotated[Principal, require("runs.cancel")]
+ReadsVolumes = Annotated[Principal, require("volumes.read")]
+WritesVolumes = Annotated[Principal, require("volumes.write")]
 Admin = Annotated[Principal, require("admin")]

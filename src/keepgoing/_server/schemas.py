@@ -13,9 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keepgoing._store.auth_protocol import TokenRecord
 from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord
+from keepgoing._volumes.types import FileInfo, VersionInfo, VolumeDiff
 
 __all__ = [
     "ID_PATTERN",
+    "MAX_VERSION",
     "AuditList",
     "AuditView",
     "CancelBody",
@@ -24,6 +26,8 @@ __all__ = [
     "ErrorView",
     "EventBody",
     "EventResult",
+    "FileList",
+    "FileView",
     "Health",
     "HistoryView",
     "LineageView",
@@ -31,7 +35,9 @@ __all__ = [
     "MessageResult",
     "QueueList",
     "QueueView",
+    "RefView",
     "ResultView",
+    "RollbackBody",
     "RunList",
     "RunView",
     "StartBody",
@@ -40,6 +46,11 @@ __all__ = [
     "TokenCreated",
     "TokenList",
     "TokenView",
+    "VersionList",
+    "VersionView",
+    "VolumeDiffView",
+    "VolumeList",
+    "VolumeView",
     "WorkerList",
     "WorkerView",
 ]
@@ -47,6 +58,8 @@ __all__ = [
 #: Workflow ids, run ids, queue names and event ids: what ``Client`` accepts too.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}$"
 NAME = Field(min_length=1, max_length=200)
+#: The largest version id a request may name (a 64-bit signed integer, as stored).
+MAX_VERSION = 2**63 - 1
 
 
 class _Request(BaseModel):
@@ -319,6 +332,107 @@ class AuditView(_Response):
 class AuditList(_Response):
     entries: list[AuditView]
     next_offset: int | None
+
+
+# -- volumes ---------------------------------------------------------------------------------
+class RefView(_Response):
+    name: str
+    head: int | None = Field(description="The ref's newest version; null before its first.")
+    forked_from: str | None = Field(description="The ref it was forked from; null for `main`.")
+
+
+class VolumeView(_Response):
+    name: str
+    refs: list[RefView] = Field(description="`main` first, then the refs forked from it.")
+
+
+class VolumeList(_Response):
+    volumes: list[VolumeView]
+    next_offset: int | None
+
+
+class FileView(_Response):
+    path: str = Field(description="Relative, `/`-separated; a folder ends with `/`.")
+    size: int
+    updated_at: float = Field(description="When the version that wrote this content was made.")
+    hash: str = Field(description="SHA-256 of the content, hex (empty for a folder).")
+    is_dir: bool = Field(description="A sub-folder of a non-recursive listing.")
+
+    @classmethod
+    def of(cls, f: FileInfo) -> FileView:
+        return cls(path=f.path, size=f.size, updated_at=f.updated_at, hash=f.hash, is_dir=f.is_dir)
+
+
+class FileList(_Response):
+    volume: str
+    ref: str
+    version: int | None = Field(description="The version listed; null before the ref's first.")
+    files: list[FileView]
+
+
+class VersionView(_Response):
+    id: int
+    parent_id: int | None
+    created_at: float
+    ref: str
+    message: str
+    volume: str
+    paths: list[str] = Field(description="Paths added, changed or removed since `parent_id`.")
+    run_id: str | None = Field(description="The run whose task made it; null outside a task.")
+    step: int | None
+    attempt: int | None
+
+    @classmethod
+    def of(cls, v: VersionInfo) -> VersionView:
+        return cls(
+            id=v.id,
+            parent_id=v.parent_id,
+            created_at=v.created_at,
+            ref=v.ref,
+            message=v.message,
+            volume=v.volume,
+            paths=list(v.paths),
+            run_id=v.run_id,
+            step=v.step,
+            attempt=v.attempt,
+        )
+
+
+class VersionList(_Response):
+    volume: str
+    ref: str
+    versions: list[VersionView] = Field(description="Oldest first.")
+
+
+class VolumeDiffView(_Response):
+    volume: str
+    a: int | None = Field(description="The older version; null for the empty volume.")
+    b: int | None = Field(description="The newer version; null for the empty volume.")
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+    unified: dict[str, str] = Field(
+        description="Path -> unified diff, for text files (UTF-8, at most 1 MiB) only."
+    )
+
+    @classmethod
+    def of(cls, volume: str, d: VolumeDiff) -> VolumeDiffView:
+        return cls(
+            volume=volume,
+            a=d.a,
+            b=d.b,
+            added=list(d.added),
+            removed=list(d.removed),
+            changed=list(d.changed),
+            unified=dict(d.unified),
+        )
+
+
+class RollbackBody(_Request):
+    version: int = Field(
+        ge=1, le=MAX_VERSION, strict=True, description="The version whose content to restore."
+    )
+    ref: str = Field("main", min_length=1, max_length=128, description="The ref to move.")
 
 
 class Health(_Response):

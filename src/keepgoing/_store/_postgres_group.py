@@ -17,6 +17,10 @@ short wait followed by one write at a time breaks any such cycle quickly.
 
 If the connection drops while ``COMMIT`` is under way with no answer, no
 write of the batch is reported as done (see ``_postgres_pool``).
+
+Reads are grouped the same way, for the hand-offs alone: a batch of reads
+runs one after another on one connection in autocommit mode (64 claimed runs
+read their histories in one hand-off, not 64).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ _BATCH = 64
 
 
 @dataclass
-class _Write:
+class _Call:
     op: Op
     notify: Any
     loop: asyncio.AbstractEventLoop
@@ -51,22 +55,25 @@ class _Write:
 
 
 class GroupWriter:
-    """``writers`` threads that take queued writes in batches (see the module docstring)."""
+    """``threads`` threads that take queued calls in batches (see the module docstring):
+    writes (one transaction per batch), or reads (``write=False``: autocommit)."""
 
-    def __init__(self, runner: PgRunner, writers: int) -> None:
+    def __init__(self, runner: PgRunner, threads: int, *, write: bool = True) -> None:
         self._runner = runner
-        self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
+        self._writes = write
+        self._queue: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
+        kind = "write" if write else "read"
         self._threads = [
-            threading.Thread(target=self._main, name=f"keepgoing-pg-write-{i}", daemon=True)
-            for i in range(writers)
+            threading.Thread(target=self._main, name=f"keepgoing-pg-{kind}-{i}", daemon=True)
+            for i in range(threads)
         ]
         for thread in self._threads:
             thread.start()
 
-    async def write(self, op: Op, notify: Any) -> Any:
+    async def submit(self, op: Op, notify: Any) -> Any:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
-        self._queue.put(_Write(op, notify, loop, future))
+        self._queue.put(_Call(op, notify, loop, future))
         return await future
 
     def close(self) -> None:
@@ -93,7 +100,7 @@ class GroupWriter:
                 batch.append(item)
             self._run(batch)
 
-    def _run(self, batch: list[_Write]) -> None:
+    def _run(self, batch: list[_Call]) -> None:
         if len(batch) > 1:
             try:
                 outcomes = self._together(batch)
@@ -105,31 +112,34 @@ class GroupWriter:
                 return
         for write in batch:  # alone, with the runner's retry rules
             try:
-                value = self._runner.call_sync(write.op, write=True, notify=write.notify)
+                value = self._runner.call_sync(write.op, write=self._writes, notify=write.notify)
             except BaseException as exc:  # handed to the caller; the thread must live on
                 _deliver(write, (False, exc))
             else:
                 _deliver(write, (True, value))
 
-    def _together(self, batch: list[_Write]) -> list[tuple[bool, Any]]:
+    def _together(self, batch: list[_Call]) -> list[tuple[bool, Any]]:
         """One transaction for the whole batch; :class:`_Apart` to run them one by one."""
         runner = self._runner
         raw = runner.connection()
+        if not self._writes:
+            return self._read_together(raw, batch)
         committing = False
         try:
             if raw.autocommit:
                 raw.autocommit = False
-            raw.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
-            conn = PgConnection(raw)
-            results = [write.op(conn) for write in batch]
-            wakes = any(
-                bool(w.notify(r) if callable(w.notify) else w.notify)
-                for w, r in zip(batch, results, strict=True)
-            )
-            if wakes:
-                raw.execute(runner.notify_sql)
-            committing = True
-            raw.commit()
+            with raw.pipeline() as pipeline:
+                raw.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
+                conn = PgConnection(raw, pipeline)
+                results = [write.op(conn) for write in batch]
+                wakes = any(
+                    bool(w.notify(r) if callable(w.notify) else w.notify)
+                    for w, r in zip(batch, results, strict=True)
+                )
+                if wakes:
+                    raw.execute(runner.notify_sql)
+                committing = True
+                raw.commit()
         except Exception as exc:
             if not (raw.broken or raw.closed):
                 with contextlib.suppress(psycopg.Error):
@@ -150,12 +160,27 @@ class GroupWriter:
             runner.committed()
         return [(True, result) for result in results]
 
+    def _read_together(
+        self, raw: psycopg.Connection[Any], batch: list[_Call]
+    ) -> list[tuple[bool, Any]]:
+        try:
+            if not raw.autocommit:
+                raw.autocommit = True
+            conn = PgConnection(raw)
+            results = [write.op(conn) for write in batch]
+        except Exception as exc:
+            raise _Apart from exc  # each alone, with the runner's rules for errors
+        finally:
+            self._runner.release(raw)
+        self._runner.outage.up()
+        return [(True, result) for result in results]
+
 
 class _Apart(Exception):
     """The batch could not commit as one: run its writes one at a time."""
 
 
-def _deliver(write: _Write, outcome: tuple[bool, Any]) -> None:
+def _deliver(write: _Call, outcome: tuple[bool, Any]) -> None:
     ok, value = outcome
     future = write.future
 

@@ -35,15 +35,12 @@ connection warnings are folded into those two lines.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import functools
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -164,6 +161,7 @@ class PgRunner:
         self._on_commit = on_commit
         self.notify_sql = f"NOTIFY {CHANNEL}, '{notify_payload}'"
         self._writers = max(1, min(4, max_size // 3))
+        self._readers = max(1, min(4, max_size - self._writers))
         name = f"keepgoing-{notify_payload[:8]}"
         self._filter = _QuietPool(outage)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
@@ -176,11 +174,9 @@ class PgRunner:
             timeout=outage_timeout,
             reconnect_timeout=max(outage_timeout, 60.0),
         )
-        # Reads run in these threads; writes go to the group writers (``_postgres_group``).
-        self._executor = ThreadPoolExecutor(
-            max_workers=max(1, max_size - self._writers), thread_name_prefix="keepgoing-pg"
-        )
+        # Calls are handed to these threads in batches (``_postgres_group``).
         self._group: GroupWriter | None = None
+        self._reads: GroupWriter | None = None
 
     def open(self) -> None:
         for name in _NOISY:
@@ -194,12 +190,13 @@ class PgRunner:
                 f"{self.where} within {self.outage_timeout:g}s"
             ) from exc
         self._group = GroupWriter(self, self._writers)
+        self._reads = GroupWriter(self, self._readers, write=False)
 
     def close(self) -> None:
-        if self._group is not None:
-            self._group.close()
-            self._group = None
-        self._executor.shutdown(wait=True)
+        for group in (self._group, self._reads):
+            if group is not None:
+                group.close()
+        self._group = self._reads = None
         self._pool.close()
         for name in _NOISY:
             logging.getLogger(name).removeFilter(self._filter)
@@ -211,15 +208,10 @@ class PgRunner:
         )
 
     async def call(self, op: Op, *, write: bool, notify: Any = False) -> Any:
-        group = self._group
-        if write and group is not None:
-            return await group.write(op, notify)
-        loop = asyncio.get_running_loop()
-        call = functools.partial(self.call_sync, op, write=write, notify=notify)
-        try:
-            return await loop.run_in_executor(self._executor, call)
-        except RuntimeError as exc:  # the executor was shut down
-            raise StoreError("the PostgreSQL store is closed") from exc
+        group = self._group if write else self._reads
+        if group is None:
+            raise StoreError("the PostgreSQL store is closed")
+        return await group.submit(op, notify)
 
     def call_sync(self, op: Op, *, write: bool, notify: Any = False) -> Any:
         conflicts = uniques = lost = 0
@@ -287,11 +279,13 @@ class PgRunner:
         try:
             if raw.autocommit == write:
                 raw.autocommit = not write
-            result = op(PgConnection(raw))
-            wakes = write and bool(notify(result) if callable(notify) else notify)
-            if wakes:
-                raw.execute(self.notify_sql)
-            if write:
+            if not write:
+                return op(PgConnection(raw)), False
+            with raw.pipeline() as pipeline:  # see PgConnection: writes wait only for reads
+                result = op(PgConnection(raw, pipeline))
+                wakes = bool(notify(result) if callable(notify) else notify)
+                if wakes:
+                    raw.execute(self.notify_sql)
                 committing = True
                 raw.commit()
             return result, wakes
@@ -318,26 +312,27 @@ class _Lost(Exception):
 def _classify(
     exc: BaseException, raw: psycopg.Connection[Any], committing: bool, where: str
 ) -> BaseException:
-    """What the runner does next: retry (a private signal), or raise this."""
+    """What the runner does next: retry (a private signal), or raise this.
+
+    A statement's error may surface only at ``COMMIT`` (writes are pipelined),
+    so what matters is whether the server answered: an error it reported
+    (a SQLSTATE) means the transaction was rolled back.
+    """
     if isinstance(exc, _CONFLICTS):
         return _Conflict(str(exc))
-    if isinstance(exc, pgerrors.UniqueViolation) and not committing:
+    if isinstance(exc, pgerrors.UniqueViolation):
         return _Duplicate(str(exc))
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+    if isinstance(exc, psycopg.Error) and exc.sqlstate is None and (raw.broken or raw.closed):
         if not committing:
-            # Nothing was committed (the connection broke, the server is shutting
-            # down or short of resources): run the op again on a fresh connection.
-            return _Lost(str(exc))
-        if exc.sqlstate is not None:
-            # The server answered COMMIT with an error (such as 57P01, shutting
-            # down): the transaction was rolled back, so running it again is safe.
-            return _Lost(str(exc))
-        if raw.broken or raw.closed:
-            # No answer at all: it may or may not have committed.
-            return StoreError(
-                f"lost the connection to PostgreSQL at {where} while committing; "
-                "the outcome is unknown, so it is not reported as done"
-            )
+            return _Lost(str(exc))  # nothing was committed: run it again
+        # No answer to COMMIT: it may or may not have committed.
+        return StoreError(
+            f"lost the connection to PostgreSQL at {where} while committing; "
+            "the outcome is unknown, so it is not reported as done"
+        )
+    if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is not None:
+        # The server refused (shutting down, out of resources, ...): rolled back.
+        return _Lost(str(exc))
     if isinstance(exc, psycopg.Error):
         state = f" [{exc.sqlstate}]" if exc.sqlstate else ""
         return StoreError(f"PostgreSQL error{state}: {exc}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
@@ -194,20 +194,55 @@ class _Inserted:
         return []
 
 
+class _Pipelined:
+    """A cursor in pipeline mode: its rows are waited for only when read."""
+
+    __slots__ = ("_cursor", "_pipeline")
+
+    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline) -> None:
+        self._cursor = cursor
+        self._pipeline = pipeline
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cursor)
+
+    @property
+    def rowcount(self) -> int:
+        self._pipeline.sync()
+        return self._cursor.rowcount
+
+
 class PgConnection:
     """The DB-API subset the shared op functions use, over a psycopg connection
-    inside the transaction the caller opened."""
+    inside the transaction the caller opened.
+
+    With ``pipeline`` (writes), statements are sent without waiting for their
+    answers; a caller waits only when it reads a result (``fetchone``,
+    ``rowcount``, ...) or commits. A write transaction of ten statements of
+    which one is read costs two round trips, not eleven. Errors surface at the
+    next wait and abort the whole transaction, as any error does.
+    """
 
     dialect = "postgresql"
 
-    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self, raw: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None = None
+    ) -> None:
         self.raw = raw
+        self.pipeline = pipeline
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         query = translate(sql)
         identity = _identity_of(sql)
         if identity is None:
-            return self.raw.execute(query, params)
+            cursor = self.raw.execute(query, params)
+            return cursor if self.pipeline is None else _Pipelined(cursor, self.pipeline)
         cursor = self.raw.execute(f"{query} RETURNING {identity}", params)
         row = cursor.fetchone()
         return _Inserted(int(row[0]) if row else 0, cursor.rowcount)
@@ -218,7 +253,8 @@ class PgConnection:
             # A few rows (a history append is 1 to 3 events): one multi-row INSERT
             # is one round trip, cheaper than executemany's pipeline.
             flat = [value for row in batch for value in row]
-            return self.raw.execute(_multi_row(sql, len(batch)), flat)
+            cursor = self.raw.execute(_multi_row(sql, len(batch)), flat)
+            return cursor if self.pipeline is None else _Pipelined(cursor, self.pipeline)
         cursor = self.raw.cursor()
         cursor.executemany(translate(sql), batch)
         return cursor

@@ -207,19 +207,31 @@ def _deliver_event(
 
 # -- run endings --------------------------------------------------------------------------
 def after_run_ended(
-    conn: sqlite3.Connection, run_id: str, now: float, *, notify_parent: bool
+    conn: sqlite3.Connection,
+    run_id: str,
+    now: float,
+    *,
+    notify_parent: bool,
+    waits: bool = True,
+    children: bool = True,
 ) -> None:
-    """Cancel the run's waits and open children; tell its parent how it ended."""
-    conn.execute(
-        "UPDATE event_waits SET status = 'cancelled' WHERE run_id = ? AND status = 'waiting'",
-        (run_id,),
-    )
-    children = conn.execute(
-        "SELECT run_id, status FROM runs "
-        "WHERE parent_run_id = ? AND status IN ('running', 'blocked')",
-        (run_id,),
-    ).fetchall()
-    for child_id, status in children:
+    """Cancel the run's waits and open children; tell its parent how it ended.
+
+    ``waits`` and ``children`` False say the caller knows there are none.
+    """
+    if waits:
+        conn.execute(
+            "UPDATE event_waits SET status = 'cancelled' WHERE run_id = ? AND status = 'waiting'",
+            (run_id,),
+        )
+    open_children = []
+    if children:
+        open_children = conn.execute(
+            "SELECT run_id, status FROM runs "
+            "WHERE parent_run_id = ? AND status IN ('running', 'blocked')",
+            (run_id,),
+        ).fetchall()
+    for child_id, status in open_children:
         if status == "running":
             cancel = ev.CancelRequested(reason=_PARENT_ENDED, actor_kind="workflow")
             ops.append(conn, child_id, [cancel], now)

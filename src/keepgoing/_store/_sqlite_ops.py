@@ -101,7 +101,8 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
         "INSERT INTO runs (run_id, workflow_id, workflow_name, status, input, task_queue, "
         "code_version, created_at, updated_at, next_seq, last_input_seq, runnable, "
         "runnable_since, parent_workflow_id, parent_run_id, parent_cmd, continued_from) "
-        f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?) RETURNING {RUN_COLUMNS}",
+        "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?) "
+        f"RETURNING {RUN_COLUMNS}",
         (
             req.run_id,
             req.workflow_id,
@@ -249,18 +250,17 @@ def claim_activations(
             (*queues, *names, now, limit),
         )
     ]
-    claims = []
+    if not ids:
+        return []
     expires = now + lease_ttl
-    for run_id in ids:
-        run = run_record(
-            conn.execute(
-                "UPDATE runs SET fence = fence + 1, lease_owner = ?, lease_expires_at = ? "
-                f"WHERE run_id = ? RETURNING {RUN_COLUMNS}",
-                (worker_id, expires, run_id),
-            ).fetchone()
-        )
-        claims.append(rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires))
-    return claims
+    rows = conn.execute(
+        "UPDATE runs SET fence = fence + 1, lease_owner = ?, lease_expires_at = ? "
+        f"WHERE run_id IN ({marks(ids)}) RETURNING {RUN_COLUMNS}",
+        (worker_id, expires, *ids),
+    ).fetchall()
+    order = {run_id: i for i, run_id in enumerate(ids)}  # oldest runnable first
+    runs = sorted((run_record(row) for row in rows), key=lambda run: order[run.run_id])
+    return [rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires) for run in runs]
 
 
 def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.CommitResult:
@@ -427,15 +427,35 @@ def close_run(
     conn: sqlite3.Connection, run_id: str, now: float, *, notify_parent: bool = True
 ) -> None:
     """Cancel an ended run's open timers, tasks and waits; tell its parent and children."""
-    conn.execute(
-        "UPDATE timers SET status = 'cancelled' WHERE run_id = ? AND status = 'pending'", (run_id,)
+    # One look first: most runs end with nothing left open, and each cancel is
+    # then skipped. (The run's row is locked: nothing can open meanwhile.)
+    timers, tasks, waits, children, parent = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM timers WHERE run_id = ? AND status = 'pending'), "
+        "EXISTS (SELECT 1 FROM tasks WHERE run_id = ? AND status IN ('pending', 'running')), "
+        "EXISTS (SELECT 1 FROM event_waits WHERE run_id = ? AND status = 'waiting'), "
+        "EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ? AND status IN ('running', 'blocked')), "
+        "(SELECT parent_run_id FROM runs WHERE run_id = ?)",
+        (run_id,) * 5,
+    ).fetchone()
+    if timers:
+        conn.execute(
+            "UPDATE timers SET status = 'cancelled' WHERE run_id = ? AND status = 'pending'",
+            (run_id,),
+        )
+    if tasks:
+        conn.execute(
+            "UPDATE tasks SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL "
+            "WHERE run_id = ? AND status IN ('pending', 'running')",
+            (run_id,),
+        )
+    messaging.after_run_ended(
+        conn,
+        run_id,
+        now,
+        notify_parent=notify_parent and parent is not None,
+        waits=bool(waits),
+        children=bool(children),
     )
-    conn.execute(
-        "UPDATE tasks SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL "
-        "WHERE run_id = ? AND status IN ('pending', 'running')",
-        (run_id,),
-    )
-    messaging.after_run_ended(conn, run_id, now, notify_parent=notify_parent)
 
 
 def release_activation(conn: sqlite3.Connection, run_id: str, fence: int) -> None:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from keepgoing._server.routes import admin, messages, runs, system, workers
+from keepgoing._server.routes import admin, messages, runs, system, volumes, workers
 
 __all__ = ["ROUTERS"]
 
-ROUTERS = (system.router, runs.router, messages.router, workers.router, admin.router)
+ROUTERS = (
+    system.router,
+    runs.router,
+    messages.router,
+    workers.router,
+    volumes.router,
+    admin.router,
+)

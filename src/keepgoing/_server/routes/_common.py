@@ -33,7 +33,7 @@ _DESCRIPTIONS = {
     400: "Bad JSON, or a field outside the schema (`invalid_request`, `invalid_payload`).",
     401: "No token, or an unknown or revoked one (`unauthenticated`).",
     403: "The token lacks the permission this call needs (`permission_denied`).",
-    404: "No such workflow, run or token.",
+    404: "No such workflow, run, token, volume, ref, version or file.",
     409: "A conflict: the workflow id is running, or the run has ended.",
     413: "The body or payload is over its size limit (`payload_too_large`).",
     503: "The store is unavailable (`store_error`).",

@@ -46,6 +46,14 @@ CREATE TABLE metric_lease_counts (
     count  BIGINT  NOT NULL
 );
 
+-- Every counter row exists from the start, so the trigger only ever updates
+-- one (a HOT update: no index changes), never inserts.
+INSERT INTO metric_step_counts (le, shard, hits, total)
+    SELECT b.le, s.shard, 0, 0.0
+    FROM (SELECT le FROM metric_step_bounds UNION ALL SELECT 'Infinity') AS b (le),
+         generate_series(0, 63) AS s (shard);
+INSERT INTO metric_lease_counts (shard, count) SELECT shard, 0 FROM generate_series(0, 63) AS shard;
+
 -- Cumulative buckets, as Prometheus expects (and as SQLite stores them).
 CREATE VIEW metric_step_buckets AS
     SELECT b.le,
@@ -61,7 +69,7 @@ CREATE VIEW metric_totals AS
     UNION ALL
     SELECT 'lease_expiries', COALESCE(SUM(count), 0)::BIGINT, 0.0 FROM metric_lease_counts;
 
--- One upsert per completed step; the bucket is found without a query (the
+-- One update per completed step; the bucket is found without a query (the
 -- bounds are the table above, repeated here as a constant).
 CREATE FUNCTION keepgoing_count_history() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -82,14 +90,11 @@ BEGIN
                     EXIT;
                 END IF;
             END LOOP;
-            INSERT INTO metric_step_counts AS c (le, shard, hits, total)
-                VALUES (bound, this_shard, 1, took)
-                ON CONFLICT (le, shard)
-                DO UPDATE SET hits = c.hits + 1, total = c.total + EXCLUDED.total;
+            UPDATE metric_step_counts SET hits = hits + 1, total = total + took
+                WHERE le = bound AND shard = this_shard;
         END IF;
     ELSIF NEW.type = 'TaskAttemptFailed' AND (NEW.body::json ->> 'reason') = 'worker_lost' THEN
-        INSERT INTO metric_lease_counts AS c (shard, count) VALUES (this_shard, 1)
-            ON CONFLICT (shard) DO UPDATE SET count = c.count + 1;
+        UPDATE metric_lease_counts SET count = count + 1 WHERE shard = this_shard;
     END IF;
     RETURN NULL;
 END
