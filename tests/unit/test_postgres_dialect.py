@@ -74,3 +74,11 @@ def test_passwords_never_reach_messages() -> None:
     assert "hunter2" not in str(caught.value)
     assert redact_url("postgresql://kg:hunter2@h:5/db") == "postgresql://kg:***@h:5/db"
     assert redact_url("sqlite:///x.db") == "sqlite:///x.db"
+
+
+def test_every_sqlite_migration_has_a_postgresql_twin() -> None:
+    from keepgoing._store.migrate import load_migrations  # noqa: PLC0415
+
+    sqlite = [(m.version, m.name) for m in load_migrations("sqlite")]
+    postgresql = [(m.version, m.name) for m in load_migrations("postgresql")]
+    assert postgresql == sqlite, "add the same numbered migration under migrations/postgresql/"

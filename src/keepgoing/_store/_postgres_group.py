@@ -81,6 +81,13 @@ class GroupWriter:
             self._queue.put(None)
         for thread in self._threads:
             thread.join()
+        while True:  # calls that came in after the stop signal fail rather than hang
+            try:
+                late = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if late is not None:
+                _deliver(late, (False, StoreError("the PostgreSQL store is closed")))
 
     # -- the writer threads -----------------------------------------------------------
     def _main(self) -> None:
@@ -104,7 +111,7 @@ class GroupWriter:
         if len(batch) > 1:
             try:
                 outcomes = self._together(batch)
-            except _Apart:
+            except Exception:  # _Apart, or no connection at all: each alone decides
                 pass
             else:
                 for write, outcome in zip(batch, outcomes, strict=True):

@@ -1,36 +1,43 @@
-"""Pooled PostgreSQL connections that run the shared op functions, one transaction each.
+"""Pooled PostgreSQL connections that run the shared op functions.
 
-Each store call runs its op function in a thread on a connection from a
-``psycopg_pool.ConnectionPool``: reads in autocommit (one statement, no
-``BEGIN``), writes in one transaction that sends ``NOTIFY`` before its
-``COMMIT`` when the op made work for others (``pg_notify`` is transactional,
-so listeners hear of a change only once it is visible).
+Every store call is an op function (one of the shared ``_sqlite_*`` functions)
+handed to a few threads that own no connection of their own: they take one
+from a ``psycopg_pool.ConnectionPool`` per batch (``_postgres_group``).
+Reads run in autocommit mode; writes run in a transaction whose statements
+are pipelined (``PgConnection``) and which sends ``NOTIFY`` before its
+``COMMIT`` when a write made work for others (``pg_notify`` is
+transactional, so listeners hear of a change only once it is visible).
+Writes that queue up together share one transaction (group commit).
 
-No application-level group commit: PostgreSQL already shares one WAL flush
-among the transactions that commit together on different connections, and
-batching several ops into one transaction would only make each hold its
-row locks longer and widen the window for lock cycles.
+Why threads and sync connections rather than ``AsyncConnectionPool``: the
+queries exist once, as sync functions over a DB-API connection, shared with
+SQLite; an async query layer would be a second copy of every query. A store
+is also used from several event loops (the client's portal thread,
+``asyncio.run`` in-process, test threads), and an async pool belongs to the
+loop that opened it. The hand-off to a thread costs tens of microseconds,
+and grouping pays it once per batch, not once per call.
 
-Faults, and what the caller sees:
+Faults, and what the caller sees (:meth:`PgRunner.call_sync`, one call alone):
 
 * **Lock conflicts** (SQLSTATE 40001 serialization failure, 40P01 deadlock)
   and **unique violations** (23505: a concurrent insert of the same key,
   such as two starts of one workflow id) roll back and run the op again,
   after a jittered backoff. On the second run the op sees the other
   transaction's rows and answers as it would have, had it come second.
-* **A lost connection before ``COMMIT``** (the database restarted, the
-  network dropped): nothing was written. The op runs again on a fresh
-  connection once one can be had, with jittered exponential backoff, for up
-  to ``outage_timeout`` seconds; then :class:`~keepgoing.errors.StoreError`.
-* **A lost connection during ``COMMIT``**: the outcome is unknown, so it is
-  never reported as success: :class:`~keepgoing.errors.StoreError`. For a
-  task completion that means the worker does not count the step as done;
-  the attempt's lease expires, and the fence decides which attempt's
-  result is recorded.
+* **A lost connection, or a server that refuses** (shutting down, out of
+  resources) before the transaction committed: nothing was written. The op
+  runs again on a fresh connection once one can be had, with jittered
+  exponential backoff, for up to ``outage_timeout`` seconds; then
+  :class:`~keepgoing.errors.StoreError`.
+* **A ``COMMIT`` that got no answer**: the outcome is unknown, so it is never
+  reported as success: :class:`~keepgoing.errors.StoreError`. A worker then
+  writes a task's completion again, with the same fence (refused if the
+  first landed), and renews only the leases it knows it holds, so a claim
+  whose answer was lost expires and is reaped.
 
 An outage is logged once when it starts and once when it ends (see
-:class:`Outage`), not once per failed call, and the pool's own per-attempt
-connection warnings are folded into those two lines.
+:class:`Outage`), not once per failed call, and psycopg's own per-attempt
+warnings during it are folded into those two lines.
 """
 
 from __future__ import annotations
