@@ -14,7 +14,8 @@ from typing import Any
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, loads
 from keepgoing._store import records as rec
-from keepgoing._store._sqlite_ops import append, fail_attempt, marks
+from keepgoing._store._sqlite_ops import append, marks
+from keepgoing._store._sqlite_tasks import fail_attempt
 
 
 def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:

@@ -19,9 +19,7 @@ from keepgoing._history import events as ev
 from keepgoing._history.codec import decode, encode_at
 from keepgoing._payload import dumps, loads
 from keepgoing._store import _sqlite_messaging as messaging
-from keepgoing._store import _sqlite_volumes as volumes
 from keepgoing._store import records as rec
-from keepgoing._store.transitions import decide_failure
 from keepgoing.errors import WorkflowAlreadyRunningError
 
 RUN_COLUMNS = (
@@ -33,7 +31,6 @@ TASK_COLUMNS = (
     "run_id, workflow_id, cmd, name, args, kwargs, attempt, fence, started_at, deadline, "
     "lease_expires_at, timeout, retries, retry_delay, max_worker_losses, image"
 )
-_WORKER_LOST = "keepgoing.WorkerLost"
 
 
 def marks(values: Sequence[object]) -> str:
@@ -464,165 +461,3 @@ def release_activation(conn: sqlite3.Connection, run_id: str, fence: int) -> Non
         "WHERE run_id = ? AND fence = ?",
         (run_id, fence),
     )
-
-
-# -- tasks -----------------------------------------------------------------------------
-def claim_tasks(
-    conn: sqlite3.Connection,
-    worker_id: str,
-    queues: Sequence[str],
-    names: Sequence[str],
-    limit: int,
-    lease_ttl: float,
-    now: float,
-) -> list[rec.TaskClaim]:
-    if not queues or not names or limit <= 0:
-        return []
-    keys = conn.execute(
-        "SELECT run_id, cmd FROM tasks WHERE status = 'pending' AND available_at <= ? "
-        f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}) "
-        "ORDER BY available_at LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
-        (now, *queues, *names, limit),
-    ).fetchall()
-    claims = []
-    for run_id, cmd in keys:
-        row = conn.execute(
-            "UPDATE tasks SET status = 'running', attempt = attempt + 1, fence = fence + 1, "
-            "started_at = ?, deadline = ? + timeout, lease_owner = ?, "
-            "lease_expires_at = MIN(? + ?, ? + timeout + ?) WHERE run_id = ? AND cmd = ? "
-            f"RETURNING {TASK_COLUMNS}",
-            (now, now, worker_id, now, lease_ttl, now, lease_ttl, run_id, cmd),
-        ).fetchone()
-        claims.append(task_claim(row))
-    return claims
-
-
-def complete_task(
-    conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
-) -> rec.TaskOutcomeResult:
-    # Lock order: the run's row before its task's (see _dialect).
-    run = conn.execute(
-        "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at, next_seq, "
-        "workflow_id, task_queue FROM runs WHERE run_id = ? /*FOR UPDATE*/",
-        (o.run_id,),
-    ).fetchone()
-    if run is None:
-        return rec.TaskOutcomeResult(accepted=False)
-    if not o.ok:
-        row = conn.execute(
-            "SELECT status, fence FROM tasks WHERE run_id = ? AND cmd = ?", (o.run_id, o.cmd)
-        ).fetchone()
-        if row is None or row[0] != "running" or row[1] != o.fence:
-            return rec.TaskOutcomeResult(accepted=False)
-        assert o.error is not None
-        return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now)
-    # The fence check and the completion are one statement.
-    done_row = conn.execute(
-        "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
-        "WHERE run_id = ? AND cmd = ? AND status = 'running' AND fence = ? RETURNING cmd",
-        (o.run_id, o.cmd, o.fence),
-    ).fetchone()
-    if done_row is None:
-        return rec.TaskOutcomeResult(accepted=False)
-    memory = volumes.commit_task(conn, o) if o.volume_commits else []
-    if memory:  # staged volume writes commit with the completion, before it
-        last = append(conn, o.run_id, memory, o.now, next_seq=run[5])
-        run = (*run[:5], last + 1, *run[6:])
-    done = ev.TaskCompleted(
-        cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
-    )
-    if fast is not None:
-        lease_free = run[3] is None or run[4] < o.now
-        unchanged = run[1] == fast.run_fence and run[2] == fast.last_input_seq
-        if run[0] == "running" and unchanged and lease_free:
-            activation = _apply_fast(conn, o, fast, done, run)
-            return rec.TaskOutcomeResult(accepted=True, final=True, activation=activation)
-    append(conn, o.run_id, [done], o.now, next_seq=run[5])
-    return rec.TaskOutcomeResult(accepted=True, final=True)
-
-
-def _apply_fast(
-    conn: sqlite3.Connection,
-    o: rec.TaskOutcome,
-    fast: rec.FastActivation,
-    done: ev.TaskCompleted,
-    run: tuple[Any, ...],
-) -> rec.CommitResult:
-    seq = run[5]
-    marker = ev.ActivationCompleted(saw_upto=seq, time=fast.time, worker=o.worker_id)
-    last = append(
-        conn,
-        o.run_id,
-        [done, marker, *fast.commands],
-        o.now,
-        next_seq=seq,
-        then=", fence = fence + 1, runnable = 0, lease_owner = NULL, lease_expires_at = NULL",
-    )
-    eager = apply_commands(
-        conn,
-        (o.run_id, run[6], run[7]),
-        fast.commands,
-        o.now,
-        o.worker_id if fast.eager_claim else None,
-        fast.eager_limit,
-        fast.lease_ttl,
-    )
-    return rec.CommitResult(
-        ok=True, last_seq=last, fence=fast.run_fence + 1, eager=eager, saw_upto=seq
-    )
-
-
-def fail_attempt(
-    conn: sqlite3.Connection,
-    run_id: str,
-    cmd: int,
-    reason: str,
-    error: ev.ErrorInfo,
-    worker: str,
-    now: float,
-) -> rec.TaskOutcomeResult:
-    t = conn.execute(
-        "SELECT name, attempt, failures, worker_losses, retries, max_worker_losses, retry_delay, "
-        "started_at FROM tasks WHERE run_id = ? AND cmd = ?",
-        (run_id, cmd),
-    ).fetchone()
-    name, attempt = t[0], t[1]
-    decision = decide_failure(
-        reason=reason,
-        failures=t[2],
-        worker_losses=t[3],
-        retries=t[4],
-        max_worker_losses=t[5],
-        retry_delay=t[6],
-        now=now,
-    )
-    failed = ev.TaskAttemptFailed(
-        cmd=cmd,
-        name=name,
-        attempt=attempt,
-        error=error,
-        reason=reason,
-        worker=worker,
-        started_at=t[7],
-        retry_at=decision.retry_at,
-    )
-    if decision.retry_at is not None:
-        conn.execute(
-            "UPDATE tasks SET status = 'pending', available_at = ?, failures = ?, "
-            "worker_losses = ?, lease_owner = NULL, lease_expires_at = NULL "
-            "WHERE run_id = ? AND cmd = ?",
-            (decision.retry_at, decision.failures, decision.worker_losses, run_id, cmd),
-        )
-        append(conn, run_id, [failed], now)
-        return rec.TaskOutcomeResult(accepted=True, final=False, retry_at=decision.retry_at)
-    conn.execute(
-        "UPDATE tasks SET status = 'failed', failures = ?, worker_losses = ?, "
-        "lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ? AND cmd = ?",
-        (decision.failures, decision.worker_losses, run_id, cmd),
-    )
-    final_error = error
-    if decision.final_message is not None:
-        final_error = ev.ErrorInfo(type=_WORKER_LOST, message=decision.final_message)
-    gave_up = ev.TaskFailed(cmd=cmd, name=name, error=final_error, attempts=attempt, reason=reason)
-    append(conn, run_id, [failed, gave_up], now)
-    return rec.TaskOutcomeResult(accepted=True, final=True)

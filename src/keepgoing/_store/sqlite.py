@@ -19,6 +19,7 @@ from keepgoing._history.events import Event, TaskScheduled, WorkflowCompleted, W
 from keepgoing._store import _sqlite_leases as leases
 from keepgoing._store import _sqlite_messaging as messaging
 from keepgoing._store import _sqlite_ops as ops
+from keepgoing._store import _sqlite_tasks as tasks
 from keepgoing._store import records as rec
 from keepgoing._store._sqlite_auth import SqliteAuthMixin
 from keepgoing._store._sqlite_observe import SqliteObserveMixin
@@ -155,7 +156,7 @@ class SqliteStore(SqliteAuthMixin, SqliteObserveMixin, SqliteVolumesMixin, Store
         now: float,
     ) -> list[rec.TaskClaim]:
         claims: list[rec.TaskClaim] = await self._write(
-            lambda c: ops.claim_tasks(
+            lambda c: tasks.claim_tasks(
                 c, worker_id, list(queues), list(task_names), limit, lease_ttl, now
             )
         )
@@ -165,7 +166,7 @@ class SqliteStore(SqliteAuthMixin, SqliteObserveMixin, SqliteVolumesMixin, Store
         self, outcome: rec.TaskOutcome, fast: rec.FastActivation | None = None
     ) -> rec.TaskOutcomeResult:
         result: rec.TaskOutcomeResult = await self._write(
-            lambda c: ops.complete_task(c, outcome, fast),
+            lambda c: tasks.complete_task(c, outcome, fast),
             lambda r: (
                 r.accepted
                 and (r.activation is None or fast is None or _wakes(fast.commands, r.activation))
