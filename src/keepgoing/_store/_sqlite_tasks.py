@@ -60,11 +60,7 @@ def complete_task(
     conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
 ) -> rec.TaskOutcomeResult:
     # Lock order: the run's row before its task's (see _dialect).
-    run = conn.execute(
-        "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at, next_seq, "
-        "workflow_id, task_queue FROM runs WHERE run_id = ? /*FOR UPDATE*/",
-        (o.run_id,),
-    ).fetchone()
+    run = conn.execute(_RUN_HEAD, (o.run_id,)).fetchone()
     if run is None:
         return rec.TaskOutcomeResult(accepted=False)
     if not o.ok:
@@ -90,39 +86,78 @@ def complete_task(
     done = ev.TaskCompleted(
         cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
     )
-    if fast is not None:
-        lease_free = run[3] is None or run[4] < o.now
-        unchanged = run[1] == fast.run_fence and run[2] == fast.last_input_seq
-        if run[0] == "running" and unchanged and lease_free:
-            activation = _apply_fast(conn, o, fast, done, run)
-            return rec.TaskOutcomeResult(accepted=True, final=True, activation=activation)
+    if fast is not None and _unchanged(run, fast, o.now):
+        activation = _apply_fast(conn, o.run_id, o.worker_id, o.now, fast, done, run)
+        return rec.TaskOutcomeResult(accepted=True, final=True, activation=activation)
     append(conn, o.run_id, [done], o.now, next_seq=run[5])
     return rec.TaskOutcomeResult(accepted=True, final=True)
 
 
+_RUN_HEAD = (
+    "SELECT status, fence, last_input_seq, lease_owner, lease_expires_at, next_seq, "
+    "workflow_id, task_queue FROM runs WHERE run_id = ? /*FOR UPDATE*/"
+)
+
+
+def fire_timer(
+    conn: sqlite3.Connection,
+    run_id: str,
+    cmd: int,
+    worker_id: str,
+    now: float,
+    fast: rec.FastActivation,
+) -> rec.CommitResult | None:
+    """The timer's hot path (see ``Store.fire_timer``); lock order: run, then timer."""
+    run = conn.execute(_RUN_HEAD, (run_id,)).fetchone()
+    if run is None or run[0] != "running":
+        return None
+    fired = conn.execute(
+        "UPDATE timers SET status = 'fired' WHERE run_id = ? AND cmd = ? "
+        "AND status = 'pending' RETURNING cmd",
+        (run_id, cmd),
+    ).fetchone()
+    if fired is None:
+        return None
+    timer = ev.TimerFired(cmd=cmd)
+    if _unchanged(run, fast, now):
+        return _apply_fast(conn, run_id, worker_id, now, fast, timer, run)
+    append(conn, run_id, [timer], now, next_seq=run[5])
+    return None
+
+
+def _unchanged(run: tuple[Any, ...], fast: rec.FastActivation, now: float) -> bool:
+    """Nothing happened to the run since the worker's instance last committed."""
+    lease_free = run[3] is None or run[4] < now
+    same = run[1] == fast.run_fence and run[2] == fast.last_input_seq
+    return bool(run[0] == "running" and same and lease_free)
+
+
 def _apply_fast(
     conn: sqlite3.Connection,
-    o: rec.TaskOutcome,
+    run_id: str,
+    worker_id: str,
+    now: float,
     fast: rec.FastActivation,
-    done: ev.TaskCompleted,
+    arrived: ev.Event,
     run: tuple[Any, ...],
 ) -> rec.CommitResult:
+    """Append the input that ``fast`` was computed from, its marker and commands."""
     seq = run[5]
-    marker = ev.ActivationCompleted(saw_upto=seq, time=fast.time, worker=o.worker_id)
+    marker = ev.ActivationCompleted(saw_upto=seq, time=fast.time, worker=worker_id)
     last = append(
         conn,
-        o.run_id,
-        [done, marker, *fast.commands],
-        o.now,
+        run_id,
+        [arrived, marker, *fast.commands],
+        now,
         next_seq=seq,
         then=", fence = fence + 1, runnable = 0, lease_owner = NULL, lease_expires_at = NULL",
     )
     eager = apply_commands(
         conn,
-        (o.run_id, run[6], run[7]),
+        (run_id, run[6], run[7]),
         fast.commands,
-        o.now,
-        o.worker_id if fast.eager_claim else None,
+        now,
+        worker_id if fast.eager_claim else None,
         fast.eager_limit,
         fast.lease_ttl,
     )

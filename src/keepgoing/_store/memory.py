@@ -285,6 +285,38 @@ class MemoryStore(MemoryAuthMixin, MemoryObserveMixin, MemoryVolumesMixin, Store
         )
         return TaskOutcomeResult(accepted=True, final=True, activation=activation)
 
+    async def fire_timer(
+        self, run_id: str, cmd: int, *, worker_id: str, now: float, fast: FastActivation
+    ) -> CommitResult | None:
+        """Fire one pending timer, with the next activation when the run is unchanged."""
+        with self._lock:
+            s = self._state
+            run = s.runs.get(run_id)
+            timer = s.pending_timers.get((run_id, cmd))
+            if run is None or run.status != "running" or timer is None:
+                return None
+            applies = _fast_applies(run, fast, now)
+            if applies:
+                s.check_commands(run, fast.commands)
+            del s.pending_timers[(run_id, cmd)]
+            timer.status = "fired"
+            seq = s.append(run, TimerFired(cmd=cmd), now).seq
+            self._notify()
+            if not applies:
+                return None
+            run.fence += 1  # a claim and a commit in one, as in complete_task
+            return s.apply_activation(
+                run,
+                saw_upto=seq,
+                time=fast.time,
+                worker_id=worker_id,
+                commands=fast.commands,
+                now=now,
+                eager_claim=fast.eager_claim,
+                eager_limit=fast.eager_limit,
+                lease_ttl=fast.lease_ttl,
+            )
+
     async def release_tasks(self, worker_id: str, now: float) -> int:
         """Give back every attempt and activation lease ``worker_id`` holds."""
         with self._lock:

@@ -180,6 +180,22 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         """
 
     @abc.abstractmethod
+    async def fire_timer(
+        self, run_id: str, cmd: int, *, worker_id: str, now: float, fast: FastActivation
+    ) -> CommitResult | None:
+        """Fire one pending timer of a running run, with the next activation if possible.
+
+        The timer's hot path, like :meth:`complete_task`'s: appends
+        ``TimerFired(cmd)`` and, when ``fast``'s preconditions hold (the run's
+        fence and ``last_input_seq`` unchanged, no activation lease), the
+        marker (``saw_upto`` = the ``TimerFired`` seq) and ``fast.commands`` in
+        the same transaction, returning that commit's result. When they do not
+        hold, the timer still fires (the run becomes runnable) and None is
+        returned. A timer that is not pending, or a run that is not running,
+        writes nothing and returns None.
+        """
+
+    @abc.abstractmethod
     async def release_tasks(self, worker_id: str, now: float) -> int:
         """Give back every task attempt leased by ``worker_id`` (graceful shutdown).
 

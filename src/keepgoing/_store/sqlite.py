@@ -174,6 +174,15 @@ class SqliteStore(SqliteAuthMixin, SqliteObserveMixin, SqliteVolumesMixin, Store
         )
         return result
 
+    async def fire_timer(
+        self, run_id: str, cmd: int, *, worker_id: str, now: float, fast: rec.FastActivation
+    ) -> rec.CommitResult | None:
+        result: rec.CommitResult | None = await self._write(
+            lambda c: tasks.fire_timer(c, run_id, cmd, worker_id, now, fast),
+            lambda r: r is None or _wakes(fast.commands, r),
+        )
+        return result
+
     async def release_tasks(self, worker_id: str, now: float) -> int:
         count: int = await self._write(lambda c: leases.release_tasks(c, worker_id, now), True)
         return count

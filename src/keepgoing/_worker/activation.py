@@ -98,7 +98,7 @@ class Activator:
                 lease_ttl=w.settings.lease_ttl,
             )
         )
-        return self._after_commit(instance, result, activation.saw_upto)
+        return self._after_commit(instance, result, activation.saw_upto, activation.commands)
 
     async def _block(self, claim: ActivationClaim, reason: str) -> None:
         w = self.worker
@@ -118,7 +118,11 @@ class Activator:
         )
 
     def _after_commit(
-        self, instance: WorkflowInstance, result: CommitResult, saw_upto: int
+        self,
+        instance: WorkflowInstance,
+        result: CommitResult,
+        saw_upto: int,
+        commands: list[ev.Event],
     ) -> WorkflowInstance | None:
         if not result.ok:
             instance.close()
@@ -130,6 +134,7 @@ class Activator:
             self.worker.failures[instance.run_id] = instance.failure
         for claim in result.eager:
             self.worker.spawn(claim)
+        self.worker.note_timers(instance.run_id, commands)
         return instance
 
     # -- task completion, with the fast path -------------------------------------
@@ -188,7 +193,60 @@ class Activator:
             return None
         w.stats.fast_path += 1
         w.stats.activations += 1
-        return self._after_commit(instance, result.activation, result.activation.saw_upto)
+        return self._after_commit(
+            instance, result.activation, result.activation.saw_upto, activation.commands
+        )
+
+    # -- timers, with the same fast path -------------------------------------------
+    async def fire_timer(self, run_id: str, cmd: int) -> bool:
+        """Fire a due timer of a cached instance and commit the activation it causes.
+
+        Returns False when the fast path does not apply (the run is busy, not
+        cached, or the timer is gone); the orchestrator's sweep fires it then.
+        """
+        w = self.worker
+        if w.cache.is_busy(run_id):
+            return False
+        instance = w.cache.take(run_id)
+        fired = False
+        try:
+            if instance is not None and cmd in instance.loop.pending_timers():
+                instance, fired = await self._fire_fast(instance, cmd)
+        finally:
+            w.cache.give_back(run_id, instance)
+        return fired
+
+    async def _fire_fast(
+        self, instance: WorkflowInstance, cmd: int
+    ) -> tuple[WorkflowInstance | None, bool]:
+        w = self.worker
+        now = w.clock.now()
+        fence, last_input = instance.fence, instance.last_input_seq
+        fired = ev.TimerFired(seq=instance.position + 1, at=now, cmd=cmd)
+        try:
+            activation = instance.activate([fired])
+        except Exception:
+            log.exception("in-memory activation of run %s failed", instance.run_id)
+            instance.close()
+            return None, False
+        fast = FastActivation(
+            run_fence=fence,
+            last_input_seq=last_input,
+            commands=activation.commands,
+            time=activation.time,
+            eager_claim=not w.stopping,
+            eager_limit=max(0, w.free_slots()),
+            lease_ttl=w.settings.lease_ttl,
+        )
+        result = await w.store.fire_timer(
+            instance.run_id, cmd, worker_id=w.worker_id, now=now, fast=fast
+        )
+        if result is None or not result.ok:
+            instance.close()  # it ran ahead in memory; the run is replayed when claimed
+            return None, False
+        w.stats.activations += 1
+        kept = self._after_commit(instance, result, result.saw_upto, activation.commands)
+        return kept, True
 
 
 def _stale(instance: WorkflowInstance, events: list[ev.Event]) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import os
 import random
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from keepgoing._api.registry import Registry
 from keepgoing._api.registry import registry as default_registry
 from keepgoing._clock import Clock, system_clock
+from keepgoing._history.events import Event, TimerStarted
 from keepgoing._services.orchestrator import Orchestrator
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import ActivationClaim, TaskClaim, TaskOutcome, WorkerRecord
@@ -83,6 +85,7 @@ class Worker:
         self.cache = InstanceCache(self.settings.cache_size)
         self._attempts: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._lost: set[tuple[str, int]] = set()
+        self._timers: list[tuple[float, str, int]] = []  # (fire_at, run_id, cmd), a heap
         self._reporting: set[tuple[str, int]] = set()  # outcome being written: not lost
         self._stopping = asyncio.Event()
         self._services_due = 0.0
@@ -147,7 +150,7 @@ class Worker:
     async def tick(self) -> bool:
         """One pass: services, activations, task claims. True if anything happened."""
         now = self.clock.now()
-        progressed = False
+        progressed = await self._fire_local_timers(now)
         if self.run_services and now >= self._services_due:
             progressed = await self._services(now)
         claims = await self.store.claim_activations(
@@ -179,6 +182,8 @@ class Worker:
     async def idle(self) -> None:
         """Wait for a wake-up, the next due instant, or the poll interval."""
         wake = await self.store.next_wakeup()
+        if self._timers and (wake is None or self._timers[0][0] < wake):
+            wake = self._timers[0][0]
         now = self.clock.now()
         timeout = self.settings.poll_interval
         if wake is not None:
@@ -202,6 +207,20 @@ class Worker:
 
     def free_slots(self) -> int:
         return self.settings.concurrency - len(self._attempts)
+
+    # -- timers of cached instances --------------------------------------------------
+    def note_timers(self, run_id: str, commands: list[Event]) -> None:
+        """Remember timers this worker's cached instances started, to fire them on time."""
+        for command in commands:
+            if isinstance(command, TimerStarted):
+                heapq.heappush(self._timers, (command.fire_at, run_id, command.cmd))
+
+    async def _fire_local_timers(self, now: float) -> bool:
+        fired = False
+        while self._timers and self._timers[0][0] <= now:
+            _, run_id, cmd = heapq.heappop(self._timers)
+            fired = await self.activator.fire_timer(run_id, cmd) or fired
+        return fired
 
     # -- services -----------------------------------------------------------------
     async def _services(self, now: float) -> bool:
