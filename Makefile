@@ -42,6 +42,9 @@ chaos: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.messages
+	$(BIN)/python -m bench.volumes
+	$(BIN)/python -m bench.postgres
 
 build: $(STAMP)
 	$(BIN)/python -m build
