@@ -1,12 +1,16 @@
-"""Fixtures for runtime unit tests: simulated runs that are always closed."""
+"""Fixtures for unit tests: simulated runs, and runs on a SQLite store driven in threads."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import keepgoing
+
+from ._messaging_support import Runs
 from ._sim import Sim
 
 
@@ -23,3 +27,24 @@ def make_sim() -> Iterator[Callable[..., Sim]]:
     yield make
     for sim in made:
         sim.close()
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    """A SQLite store file of this test."""
+    return "sqlite:///" + str(tmp_path / "kg.db")
+
+
+@pytest.fixture
+def client(url: str) -> Iterator[keepgoing.Client]:
+    with keepgoing.Client(store=url) as c:
+        yield c
+
+
+@pytest.fixture
+def runs(url: str) -> Iterator[Runs]:
+    made = Runs(url)
+    try:
+        yield made
+    finally:
+        made.close()

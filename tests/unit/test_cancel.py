@@ -94,26 +94,6 @@ def _clear() -> Iterator[None]:
     CLEANUPS.clear()
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return "sqlite:///" + str(tmp_path / "kg.db")
-
-
-@pytest.fixture
-def client(url: str) -> Iterator[keepgoing.Client]:
-    with keepgoing.Client(store=url) as c:
-        yield c
-
-
-@pytest.fixture
-def runs(url: str) -> Iterator[Runs]:
-    made = Runs(url)
-    try:
-        yield made
-    finally:
-        made.close()
-
-
 def has(client: keepgoing.Client, workflow_id: str, kind: type[ev.Event], **fields: object) -> bool:
     return bool(of_type(client.history(workflow_id), kind, **fields))
 

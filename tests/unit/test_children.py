@@ -6,7 +6,6 @@ import asyncio
 import os
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,26 +61,6 @@ async def supervisor(questions: list[str]) -> list[str]:
     await helper.send_message("ask", {"stop": True})
     await helper
     return answers
-
-
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return "sqlite:///" + str(tmp_path / "kg.db")
-
-
-@pytest.fixture
-def client(url: str) -> Iterator[keepgoing.Client]:
-    with keepgoing.Client(store=url) as c:
-        yield c
-
-
-@pytest.fixture
-def runs(url: str) -> Iterator[Runs]:
-    made = Runs(url)
-    try:
-        yield made
-    finally:
-        made.close()
 
 
 QUESTIONS = ["q1", "q2", "q3", "q4", "q5"]

@@ -59,26 +59,6 @@ def _clear_decisions() -> Iterator[None]:
     DECISIONS.clear()
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> str:
-    return "sqlite:///" + str(tmp_path / "kg.db")
-
-
-@pytest.fixture
-def client(url: str) -> Iterator[keepgoing.Client]:
-    with keepgoing.Client(store=url) as c:
-        yield c
-
-
-@pytest.fixture
-def runs(url: str) -> Iterator[Runs]:
-    made = Runs(url)
-    try:
-        yield made
-    finally:
-        made.close()
-
-
 def test_review_account_approved_with_local_messages() -> None:
     with local_messages([("review", {"approved": True, "comment": "Verified by phone"})]):
         result = asyncio.run(review_account("acct-1"))
