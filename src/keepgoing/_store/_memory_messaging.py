@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from keepgoing._history import events as ev
 from keepgoing._store import records as rec
+from keepgoing._store.transitions import PARENT_ENDED, error_of
 from keepgoing.errors import RunNotFoundError, WorkflowAlreadyRunningError, WorkflowNotRunningError
 
 if TYPE_CHECKING:
     from keepgoing._store._memory_state import MemoryState, RunRow
-
-_PARENT_ENDED = "the parent workflow ended"
 
 
 @dataclass
@@ -48,11 +47,6 @@ class MessagingState:
     audit: list[rec.AuditEntry] = field(default_factory=list)
 
 
-def _error(exc: Exception) -> ev.ErrorInfo:
-    kind = type(exc)
-    return ev.ErrorInfo(type=f"{kind.__module__}.{kind.__qualname__}", message=str(exc))
-
-
 def open_run(s: MemoryState, workflow_id: str, run_id: str | None) -> RunRow:
     run = s.runs.get(run_id) if run_id else s.newest_run(workflow_id)
     if run is None or run.workflow_id != workflow_id:
@@ -74,7 +68,7 @@ def apply_command(s: MemoryState, run: RunRow, command: ev.Event, now: float) ->
         try:
             message_id = send_message(s, request)
         except (RunNotFoundError, WorkflowNotRunningError) as exc:
-            s.append(run, ev.MessageDelivered(cmd=command.cmd, error=_error(exc)), now)
+            s.append(run, ev.MessageDelivered(cmd=command.cmd, error=error_of(exc)), now)
         else:
             s.append(run, ev.MessageDelivered(cmd=command.cmd, message_id=message_id), now)
     elif isinstance(command, ev.ChildStarted):
@@ -110,7 +104,7 @@ def _start_child(s: MemoryState, run: RunRow, child: ev.ChildStarted, now: float
         started = s.create_run(request)
     except WorkflowAlreadyRunningError as exc:
         outcome = ev.ChildRunStarted(
-            cmd=child.cmd, workflow_id=child.workflow_id, error=_error(exc)
+            cmd=child.cmd, workflow_id=child.workflow_id, error=error_of(exc)
         )
     else:
         outcome = ev.ChildRunStarted(
@@ -179,9 +173,9 @@ def after_run_ended(s: MemoryState, run: RunRow, now: float, *, notify_parent: b
         if child.parent_run_id != run.run_id or child.status not in rec.OPEN:
             continue
         if child.status == "running":
-            s.append(child, ev.CancelRequested(reason=_PARENT_ENDED, actor_kind="workflow"), now)
+            s.append(child, ev.CancelRequested(reason=PARENT_ENDED, actor_kind="workflow"), now)
         else:
-            s.end_run(child, ev.WorkflowCancelled(reason=_PARENT_ENDED), now)
+            s.end_run(child, ev.WorkflowCancelled(reason=PARENT_ENDED), now)
             s.close_run(child, now)
     parent = s.runs.get(run.parent_run_id) if run.parent_run_id else None
     if notify_parent and parent is not None and parent.status in rec.OPEN:

@@ -14,14 +14,8 @@ from keepgoing._payload import dumps, loads
 from keepgoing._store import _sqlite_ops as ops
 from keepgoing._store import records as rec
 from keepgoing._store._dialect import lock_key
+from keepgoing._store.transitions import PARENT_ENDED, error_of
 from keepgoing.errors import RunNotFoundError, WorkflowAlreadyRunningError, WorkflowNotRunningError
-
-_PARENT_ENDED = "the parent workflow ended"
-
-
-def _error(exc: Exception) -> ev.ErrorInfo:
-    kind = type(exc)
-    return ev.ErrorInfo(type=f"{kind.__module__}.{kind.__qualname__}", message=str(exc))
 
 
 def open_run(conn: sqlite3.Connection, workflow_id: str, run_id: str | None) -> rec.RunRecord:
@@ -87,7 +81,7 @@ def _send_from_workflow(
     try:
         message_id = send_message(conn, request)
     except (RunNotFoundError, WorkflowNotRunningError) as exc:
-        ops.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, error=_error(exc))], now)
+        ops.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, error=error_of(exc))], now)
         return
     ops.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, message_id=message_id)], now)
 
@@ -112,7 +106,7 @@ def _start_child(
         started = ops.start_run(conn, request)
     except WorkflowAlreadyRunningError as exc:
         outcome = ev.ChildRunStarted(
-            cmd=child.cmd, workflow_id=child.workflow_id, error=_error(exc)
+            cmd=child.cmd, workflow_id=child.workflow_id, error=error_of(exc)
         )
     else:
         outcome = ev.ChildRunStarted(
@@ -233,10 +227,10 @@ def after_run_ended(
         ).fetchall()
     for child_id, status in open_children:
         if status == "running":
-            cancel = ev.CancelRequested(reason=_PARENT_ENDED, actor_kind="workflow")
+            cancel = ev.CancelRequested(reason=PARENT_ENDED, actor_kind="workflow")
             ops.append(conn, child_id, [cancel], now)
         else:
-            ops.end_run(conn, child_id, ev.WorkflowCancelled(reason=_PARENT_ENDED), now)
+            ops.end_run(conn, child_id, ev.WorkflowCancelled(reason=PARENT_ENDED), now)
     if notify_parent:
         _tell_parent(conn, run_id, now)
 

@@ -11,9 +11,19 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["BACKOFF_CAP", "FailureDecision", "backoff", "decide_failure"]
+from keepgoing._history.events import ErrorInfo
+
+__all__ = [
+    "BACKOFF_CAP",
+    "PARENT_ENDED",
+    "FailureDecision",
+    "backoff",
+    "decide_failure",
+    "error_of",
+]
 
 BACKOFF_CAP = 900.0  # 15 minutes, unless retry_delay itself is longer
+PARENT_ENDED = "the parent workflow ended"  # why a child is cancelled with its parent
 _jitter = random.Random()
 
 
@@ -67,3 +77,9 @@ def decide_failure(
     if failed > retries:
         return FailureDecision(failed, worker_losses, None)
     return FailureDecision(failed, worker_losses, now + backoff(failed, retry_delay))
+
+
+def error_of(exc: Exception) -> ErrorInfo:
+    """A refusal the store records in history (a send or a child start that failed)."""
+    kind = type(exc)
+    return ErrorInfo(type=f"{kind.__module__}.{kind.__qualname__}", message=str(exc))
