@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck unit chaos bench build clean
+.PHONY: install demo demo-headless record-demo test lint typecheck unit chaos bench bench-peers build clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +14,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The main job: a quickstart on embedded SQLite that kills its worker mid-step.
+## The main job: the server and UI, the agent's group on the local backend, a live run.
+## Open the printed URL; Ctrl-C stops everything.
 demo: $(STAMP)
 	$(BIN)/keepgoing demo
+
+## The same scenarios without a browser, in the short CI mode; prints the evidence.
+demo-headless: $(STAMP)
+	$(BIN)/keepgoing demo --headless --fast
+
+## Re-record the support-digest run the UI's "Replay a recorded run" opens first.
+record-demo: $(STAMP)
+	$(BIN)/python -m keepgoing._demo.record
 
 ## The whole test suite: lint, types, then every test.
 test: $(STAMP)
@@ -40,11 +49,33 @@ unit: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/pytest -m chaos -v
 
+## The screenshots in the README, docs/ui.md and docs/demo.md, taken by the browser tests.
+screenshots: $(STAMP)
+	KEEPGOING_UI_SCREENSHOTS=1 $(BIN)/pytest tests/ui/test_browser.py tests/ui/test_demo_page.py
+
 bench: $(STAMP)
 	$(BIN)/python -m bench
 	$(BIN)/python -m bench.messages
+	$(BIN)/python -m bench.direct_call
 	$(BIN)/python -m bench.volumes
 	$(BIN)/python -m bench.postgres
+	$(BIN)/python -m bench.groups
+	$(BIN)/python -m bench.ui_open
+	$(BIN)/python -m bench.runs_list
+	$(BIN)/python -m bench.gateway
+	$(BIN)/python -m bench.demo_live
+
+## keepgoing beside DBOS, the same workloads in one run. DBOS goes into .venv-peers only:
+## it is never a dependency of keepgoing.
+PEERS := .venv-peers
+$(PEERS)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/pip install --quiet --upgrade pip
+	$(PEERS)/bin/pip install --quiet -e . "dbos==3.4.0"
+	touch $(PEERS)/.installed
+
+bench-peers: $(PEERS)/.installed
+	$(PEERS)/bin/python -m bench.peers
 
 build: $(STAMP)
 	$(BIN)/python -m build

@@ -15,6 +15,12 @@ repetition on a fresh SQLite file (``synchronous=FULL``, the default):
    checkpoint, minus that of an empty store), as a multiple of one copy.
    Target: under 10x. Also the logical bytes (compressed objects only).
 
+4. ``diff_10k``: ``GET /api/v1/volumes/{name}/diff`` (the server app in
+   this process) between two versions of a volume of ``DIFF_FILES`` (10,000)
+   files that differ in one file: cold (both caches emptied, so both
+   manifests are read and parsed) and warm. Target: under 100 ms. Also one
+   page (1,000 paths) of a diff in which every file changed.
+
 Examples::
 
     python -m bench.volumes
@@ -36,16 +42,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+
 from keepgoing import Client, Volume, task, workflow
-from keepgoing._store import _sqlite_volumes
+from keepgoing._server.app import create_app
+from keepgoing._store.sql import volumes as sql_volumes
+from keepgoing._store.sql import volumes_core
 from keepgoing._store.sqlite import SqliteStore
+from keepgoing._store.volume_records import StagedCommit
 from keepgoing._volumes import access
-from keepgoing._volumes.types import StagedCommit
 
 STEPS = 40
 VERSIONS = 1000
 FILE_KIB = 100
 STORAGE_TARGET = 10.0
+DIFF_FILES = 10_000
+DIFF_TARGET_MS = 100.0
 NOTE = ("the agent writes a line of notes to its scratchpad, sixty-four bytes\n"[:63] + "\n") * 64
 
 _WORDS = ["agent", "memory", "lesson", "note", "tool", "call", "result", "retry", "timeout"]
@@ -162,7 +174,7 @@ def _reads(volume: Volume, versions: int, rng: random.Random) -> dict[str, float
     cold, warm = [], []
     for number in olds:
         view = volume.at_version(number)
-        _sqlite_volumes._CACHE.clear()
+        sql_volumes._CACHE.clear()
         cold.append(_timed(lambda v=view: v.read_file("file.txt")))
         warm.append(_timed(lambda v=view: v.read_file("file.txt")))
     return {"read_cold_ms": statistics.median(cold), "read_warm_ms": statistics.median(warm)}
@@ -172,6 +184,44 @@ def _timed(fn: Callable[[], object]) -> float:
     began = time.perf_counter()
     fn()
     return (time.perf_counter() - began) * 1000
+
+
+# -- 4. a diff in a 10k-file volume ---------------------------------------------------------------
+def diff_10k(folder: Path, files: int) -> dict[str, float]:
+    return asyncio.run(_diff_10k(folder, files))
+
+
+async def _diff_10k(folder: Path, files: int) -> dict[str, float]:
+    store = SqliteStore(str(folder / "diff.db"))
+    await store.open()
+    now = time.time()
+    await store.volume_open("big", create=True, now=now)
+    puts = tuple((f"docs/{i:05d}.md", f"note {i}\n{NOTE[:200]}".encode()) for i in range(files))
+    await store.volume_commit(StagedCommit("big", puts=puts), now=now)
+    one = (("docs/04242.md", b"changed\n"),)
+    await store.volume_commit(StagedCommit("big", puts=one), now=now)
+    every = tuple((p, d + b"more\n") for p, d in puts)
+    await store.volume_commit(StagedCommit("big", puts=every), now=now)
+    await store.close()
+    app = create_app(SqliteStore(str(folder / "diff.db")), services=False, auth=False)
+    figures: dict[str, float] = {}
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8711") as api:
+
+            async def timed(params: dict[str, int], key: str) -> None:
+                started = time.perf_counter()
+                response = await api.get("/api/v1/volumes/big/diff", params=params)
+                figures[key] = (time.perf_counter() - started) * 1000
+                if response.status_code != 200:
+                    raise RuntimeError(f"diff failed: {response.status_code} {response.text}")
+
+            volumes_core.clear_caches()
+            sql_volumes._CACHE.clear()
+            await timed({"a": 1, "b": 2}, "diff_one_cold_ms")
+            await timed({"a": 1, "b": 2}, "diff_one_warm_ms")
+            await timed({"a": 2, "b": 3, "limit": 1000}, "diff_page_all_changed_ms")
+    return figures
 
 
 async def _open_and_close(store: SqliteStore) -> None:
@@ -190,15 +240,36 @@ def main(argv: list[str] | None = None) -> int:
     steps, versions = (10, 200) if args.quick else (STEPS, VERSIONS)
     put_runs: list[dict[str, float]] = []
     file_runs: list[dict[str, float]] = []
+    diff_runs: list[dict[str, float]] = []
     for rep in range(args.repeat):
         with tempfile.TemporaryDirectory(prefix="kg-bench-volumes-") as tmp:
             folder = Path(tmp)
             put_runs.append(put_in_task(folder, steps, runs=3))
             file_runs.append(versions_of_a_file(folder, versions, seed=rep))
-        print(f"rep {rep + 1}: {_line(put_runs[-1])} | {_line(file_runs[-1])}", flush=True)
+            diff_runs.append(diff_10k(folder, DIFF_FILES))
+        print(
+            f"rep {rep + 1}: {_line(put_runs[-1])} | {_line(file_runs[-1])} "
+            f"| {_line(diff_runs[-1])}",
+            flush=True,
+        )
     _report(put_runs, file_runs, steps, versions, args.repeat)
+    _report_diff(diff_runs)
     ratio = statistics.median(r["ratio"] for r in file_runs)
-    return 0 if ratio < STORAGE_TARGET or args.quick else 1
+    diff_ms = statistics.median(r["diff_one_cold_ms"] for r in diff_runs)
+    return 0 if (ratio < STORAGE_TARGET and diff_ms < DIFF_TARGET_MS) or args.quick else 1
+
+
+def _report_diff(runs: list[dict[str, float]]) -> None:
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    cold = med("diff_one_cold_ms")
+    verdict = "met" if cold < DIFF_TARGET_MS else "NOT met"
+    print(f"4. diff over HTTP of a {DIFF_FILES:,}-file volume, one file changed:")
+    print(f"     cold (caches emptied)  {cold:8.2f} ms (target < {DIFF_TARGET_MS:g} ms: {verdict})")
+    print(f"     warm                   {med('diff_one_warm_ms'):8.2f} ms")
+    print(f"   one page (1,000 paths) of a diff where all {DIFF_FILES:,} changed:")
+    print(f"                            {med('diff_page_all_changed_ms'):8.2f} ms")
 
 
 def _line(figures: dict[str, float]) -> str:

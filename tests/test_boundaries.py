@@ -2,7 +2,7 @@
 
 ``keepgoing._runtime`` (the workflow loop and instances) and ``keepgoing._history``
 (events and their codec) take history in and give commands out. They must not
-import the store, worker, API, services, server or CLI layers, nor anything
+import the store, worker, API, volumes, server or CLI layers, nor anything
 that reads the clock, the network, the disk or the environment. The rule is
 checked on the source with :mod:`ast`, following the core's own imports into
 the helper modules it uses (``_payload``, ``errors``).
@@ -24,12 +24,10 @@ CORE_PACKAGES = ("keepgoing._runtime", "keepgoing._history")
 FORBIDDEN_INTERNAL = (
     "keepgoing._store",
     "keepgoing._worker",
-    "keepgoing._api",
-    "keepgoing._services",
+    "keepgoing._workflow",
+    "keepgoing._client",
     "keepgoing._server",
-    "keepgoing._deploy",
     "keepgoing._volumes",
-    "keepgoing._gateway",
     "keepgoing._clock",  # time is given to the core by the activation, never read
     "keepgoing.cli",
     "keepgoing.testing",
@@ -113,11 +111,13 @@ def _imports_in(source: str, module: str, *, is_package: bool) -> list[tuple[int
                 base = ".".join([*anchor, node.module] if node.module else anchor)
             else:
                 base = node.module or ""
-            found.append((node.lineno, base))
             # ``from keepgoing._runtime import loop`` imports a submodule.
-            for alias in node.names:
-                if _path_of(f"{base}.{alias.name}") is not None:
-                    found.append((node.lineno, f"{base}.{alias.name}"))
+            submodules = [a.name for a in node.names if _path_of(f"{base}.{a.name}") is not None]
+            # ``from keepgoing import errors`` takes only a submodule: the top package's
+            # names (the public surface) are not imported by it.
+            if base != "keepgoing" or len(submodules) < len(node.names):
+                found.append((node.lineno, base))
+            found.extend((node.lineno, f"{base}.{name}") for name in submodules)
     return found
 
 
@@ -208,7 +208,7 @@ def test_the_checker_reports_what_breaks_the_rule() -> None:
         "import time\n"
         "import keepgoing\n"
         "import numpy\n"
-        "from keepgoing._store import memory\n"
+        "from keepgoing._store import sqlite\n"
         "from . import loop\n"
         "def f():\n"
         "    from .._worker import worker\n"
@@ -220,7 +220,7 @@ def test_the_checker_reports_what_breaks_the_rule() -> None:
         "keepgoing",
         "numpy",
         "keepgoing._store",
-        "keepgoing._store.memory",
+        "keepgoing._store.sqlite",
         "keepgoing._runtime",
         "keepgoing._runtime.loop",
         "keepgoing._worker",
@@ -233,10 +233,148 @@ def test_the_checker_reports_what_breaks_the_rule() -> None:
         "probe.py:2 imports the whole keepgoing package",
         "probe.py:3 imports numpy, not allowed in the core",
         "probe.py:4 imports keepgoing._store (a layer above the core)",
-        "probe.py:4 imports keepgoing._store.memory (a layer above the core)",
+        "probe.py:4 imports keepgoing._store.sqlite (a layer above the core)",
         "probe.py:5 imports keepgoing._runtime (history is plain data)",
         "probe.py:5 imports keepgoing._runtime.loop (history is plain data)",
         "probe.py:7 imports keepgoing._worker (a layer above the core)",
         "probe.py:7 imports keepgoing._worker.worker (a layer above the core)",
         "probe.py:8 imports sqlite3.dbapi2, which does I/O or reads time",
     ]
+
+
+# -- the layers above the core ---------------------------------------------------------
+# ``keepgoing._workflow`` is what user code defines (tasks, workflows, messages,
+# children); the worker runs it and the client starts it by name, so it knows
+# neither. The direct-call runner reaches it through ``_workflow.runner``.
+WORKFLOW_PACKAGE = "keepgoing._workflow"
+ABOVE_WORKFLOW = (
+    "keepgoing._worker",
+    "keepgoing._client",
+    "keepgoing._store",
+    "keepgoing._server",
+    "keepgoing._volumes",
+    "keepgoing.cli",
+    "keepgoing.testing",
+)
+WORKER_PACKAGE = "keepgoing._worker"
+ABOVE_WORKER = ("keepgoing._client", "keepgoing._server", "keepgoing.cli")
+
+
+def _package_files(package: str) -> list[Path]:
+    return sorted(SRC.joinpath(*package.split(".")).rglob("*.py"))
+
+
+def _upward(imports: list[tuple[int, str]], where: str, above: tuple[str, ...]) -> list[str]:
+    return [
+        f"{where}:{line} imports {imported} (a layer above it)"
+        if imported != "keepgoing"
+        else f"{where}:{line} imports the whole keepgoing package"
+        for line, imported in imports
+        if imported == "keepgoing" or imported.startswith(above)
+    ]
+
+
+def test_the_upper_layers_have_modules() -> None:
+    workflow = {_module_name(p) for p in _package_files(WORKFLOW_PACKAGE)}
+    assert {"keepgoing._workflow.task", "keepgoing._workflow.workflow"} <= workflow
+    assert "keepgoing._worker.worker" in {_module_name(p) for p in _package_files(WORKER_PACKAGE)}
+
+
+@pytest.mark.parametrize(
+    "path", _package_files(WORKFLOW_PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_workflow_definitions_import_no_layer_above_them(path: Path) -> None:
+    where = str(path.relative_to(SRC))
+    assert _upward(_imports(path), where, ABOVE_WORKFLOW) == []
+
+
+@pytest.mark.parametrize(
+    "path", _package_files(WORKER_PACKAGE), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_the_worker_imports_no_client_server_or_cli(path: Path) -> None:
+    where = str(path.relative_to(SRC))
+    assert _upward(_imports(path), where, ABOVE_WORKER) == []
+
+
+def test_the_layer_checker_sees_imports_inside_functions() -> None:
+    source = (
+        "from keepgoing._workflow import registry\n"
+        "def run():\n"
+        "    from keepgoing._worker.inprocess import run_in_process\n"
+        "    import keepgoing._client.client\n"
+        "    from ..cli import main\n"
+    )
+    imports = _imports_in(source, "keepgoing._workflow.probe", is_package=False)
+    assert _upward(imports, "probe.py", ABOVE_WORKFLOW) == [
+        "probe.py:3 imports keepgoing._worker.inprocess (a layer above it)",
+        "probe.py:4 imports keepgoing._client.client (a layer above it)",
+        "probe.py:5 imports keepgoing.cli (a layer above it)",
+    ]
+
+
+# Every layer, bottom up, and what it must never import (even inside a function).
+# The runtime and history are checked more strictly above; the workflow and worker
+# packages have their own tests.
+LAYER_RULES = {
+    "keepgoing._store": (
+        "keepgoing._volumes",
+        "keepgoing._workflow",
+        "keepgoing._worker",
+        "keepgoing._client",
+        "keepgoing._server",
+        "keepgoing.cli",
+        "keepgoing.testing",
+    ),
+    "keepgoing._volumes": (
+        "keepgoing._worker",
+        "keepgoing._client",
+        "keepgoing._server",
+        "keepgoing.cli",
+        "keepgoing.testing",
+    ),
+    "keepgoing._groups": (
+        "keepgoing._volumes",
+        "keepgoing._workflow",
+        "keepgoing._worker",
+        "keepgoing._client",
+        "keepgoing._server",
+        "keepgoing.cli",
+        "keepgoing.testing",
+    ),
+    "keepgoing._client": ("keepgoing._server", "keepgoing.cli", "keepgoing.testing"),
+    "keepgoing._server": ("keepgoing.cli", "keepgoing.testing"),
+    # The web UI sits with the server and reads through its API: no worker, no
+    # workflow code, no volumes API, no CLI.
+    "keepgoing._server.ui": (
+        "keepgoing._worker",
+        "keepgoing._workflow",
+        "keepgoing._volumes",
+        "keepgoing.cli",
+        "keepgoing.testing",
+    ),
+    # The model gateway sits beside the server (which mounts its routes); the task-side
+    # client (``keepgoing.gateway``) must never pull the server or the worker in.
+    "keepgoing._gateway": (
+        "keepgoing._worker",
+        "keepgoing._client",
+        "keepgoing._server",
+        "keepgoing.cli",
+        "keepgoing.testing",
+    ),
+}
+
+
+def test_the_public_gateway_module_imports_no_server() -> None:
+    path = PACKAGE / "gateway.py"
+    above = ("keepgoing._server", "keepgoing._worker", "keepgoing._client", "keepgoing.cli")
+    assert _upward(_imports(path), "keepgoing/gateway.py", above) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "above"),
+    [(p, above) for package, above in LAYER_RULES.items() for p in _package_files(package)],
+    ids=lambda v: str(v.relative_to(PACKAGE)) if isinstance(v, Path) else "",
+)
+def test_no_layer_imports_one_above_it(path: Path, above: tuple[str, ...]) -> None:
+    where = str(path.relative_to(SRC))
+    assert _upward(_imports(path), where, above) == []

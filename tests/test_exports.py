@@ -10,29 +10,42 @@ import keepgoing.errors
 
 EXPECTED_ALL = [
     "AuthenticationError",
+    "BudgetExceededError",
     "ChildHandle",
     "Client",
     "ConfigurationError",
+    "DeployRefusedError",
     "DuplicateNameError",
     "Duration",
     "ExternalEvent",
     "FileInfo",
+    "GatewayError",
+    "GroupConflictError",
+    "GroupError",
+    "GroupNotFoundError",
+    "Image",
     "InvalidDurationError",
     "InvalidRequestError",
     "InvalidStoreURLError",
     "KeepgoingError",
     "NondeterminismError",
+    "Operation",
+    "OperationNotFoundError",
+    "OperationNotUncertainError",
     "PayloadError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RunNotFoundError",
     "SchemaVersionError",
+    "Secret",
     "ServerError",
     "StoreError",
     "TaskDefinition",
     "TaskFailedError",
     "TaskHandle",
     "TokenNotFoundError",
+    "UncertainOutcome",
+    "UnknownWorkflowWarning",
     "VersionInfo",
     "Volume",
     "VolumeDiff",
@@ -53,14 +66,19 @@ EXPECTED_ALL = [
     "WorkflowNotRunningError",
     "WorkflowRun",
     "WorkflowRunHandle",
+    "WorkflowWorker",
     "continue_as_new",
     "current_workflow_id",
+    "deploy_workflow_worker",
+    "deprecate_patch",
     "local_messages",
     "now",
     "operation_id",
     "parent_workflow_id",
     "parse_duration",
+    "patched",
     "random",
+    "register_secret",
     "send_message",
     "start_child",
     "task",
@@ -121,3 +139,20 @@ def test_testing_module_exports() -> None:
     assert testing.__all__ == ["FakeClock", "fake_clock", "replay"]
     for name in testing.__all__:
         assert callable(getattr(testing, name))
+
+
+def test_gateway_module_exports() -> None:
+    gateway = importlib.import_module("keepgoing.gateway")
+    assert gateway.__all__ == [
+        "BudgetExceededError",
+        "CassetteMissError",
+        "ChatResponse",
+        "EmbedResponse",
+        "GatewayError",
+        "achat",
+        "aembed",
+        "chat",
+        "embed",
+    ]
+    assert gateway.BudgetExceededError is keepgoing.BudgetExceededError
+    assert issubclass(gateway.BudgetExceededError, keepgoing.KeepgoingError)

@@ -5,7 +5,20 @@ checkpointed step, whose waits are durable timers held by the orchestrator,
 and which carry on from the last finished step when their worker is killed.
 """
 
-from keepgoing._api.children import (
+from keepgoing._client.client import Client
+from keepgoing._client.deploy import WorkflowWorker, deploy_workflow_worker
+from keepgoing._client.operations import Operation
+from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
+from keepgoing._groups.image import Image
+from keepgoing._groups.secrets import Secret
+from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff
+from keepgoing._version import __version__ as __version__
+from keepgoing._volumes.volume import Volume
+from keepgoing._worker.inprocess import run_in_process as _run_in_process
+from keepgoing._worker.logs import register_secret
+from keepgoing._worker.settings import WorkerSettings
+from keepgoing._worker.worker import Worker
+from keepgoing._workflow.children import (
     ChildHandle,
     ExternalEvent,
     continue_as_new,
@@ -13,31 +26,42 @@ from keepgoing._api.children import (
     start_child,
     wait_for_event,
 )
-from keepgoing._api.client import Client
-from keepgoing._api.context import current_workflow_id, now, operation_id, random, uuid4
-from keepgoing._api.durations import Duration, parse_duration
-from keepgoing._api.messages import (
+from keepgoing._workflow.context import (
+    current_workflow_id,
+    deprecate_patch,
+    now,
+    operation_id,
+    patched,
+    random,
+    uuid4,
+)
+from keepgoing._workflow.durations import Duration, parse_duration
+from keepgoing._workflow.messages import (
     WorkflowMessage,
     local_messages,
     send_message,
     wait_for_message,
 )
-from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
-from keepgoing._api.task import TaskDefinition, TaskHandle, task
-from keepgoing._api.workflow import WorkflowDefinition, workflow
-from keepgoing._volumes.types import FileInfo, VersionInfo, VolumeDiff
-from keepgoing._volumes.volume import Volume
-from keepgoing._worker.settings import WorkerSettings
-from keepgoing._worker.worker import Worker
+from keepgoing._workflow.runner import install_direct_runner as _install_direct_runner
+from keepgoing._workflow.task import TaskDefinition, TaskHandle, task
+from keepgoing._workflow.workflow import WorkflowDefinition, workflow
 from keepgoing.errors import (
     AuthenticationError,
+    BudgetExceededError,
     ConfigurationError,
+    DeployRefusedError,
     DuplicateNameError,
+    GatewayError,
+    GroupConflictError,
+    GroupError,
+    GroupNotFoundError,
     InvalidDurationError,
     InvalidRequestError,
     InvalidStoreURLError,
     KeepgoingError,
     NondeterminismError,
+    OperationNotFoundError,
+    OperationNotUncertainError,
     PayloadError,
     PayloadTooLargeError,
     PermissionDeniedError,
@@ -47,6 +71,8 @@ from keepgoing.errors import (
     StoreError,
     TaskFailedError,
     TokenNotFoundError,
+    UncertainOutcome,
+    UnknownWorkflowWarning,
     VolumeError,
     VolumeFileNotFoundError,
     VolumeNotFoundError,
@@ -60,33 +86,49 @@ from keepgoing.errors import (
     WorkflowNotRunningError,
 )
 
-__version__ = "0.1.0"
+# Direct calls (``await my_workflow(...)``) run on the worker's in-process engine;
+# the definitions never import the worker, so the package wires the two here.
+_install_direct_runner(_run_in_process)
+
 
 __all__ = [
     "AuthenticationError",
+    "BudgetExceededError",
     "ChildHandle",
     "Client",
     "ConfigurationError",
+    "DeployRefusedError",
     "DuplicateNameError",
     "Duration",
     "ExternalEvent",
     "FileInfo",
+    "GatewayError",
+    "GroupConflictError",
+    "GroupError",
+    "GroupNotFoundError",
+    "Image",
     "InvalidDurationError",
     "InvalidRequestError",
     "InvalidStoreURLError",
     "KeepgoingError",
     "NondeterminismError",
+    "Operation",
+    "OperationNotFoundError",
+    "OperationNotUncertainError",
     "PayloadError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RunNotFoundError",
     "SchemaVersionError",
+    "Secret",
     "ServerError",
     "StoreError",
     "TaskDefinition",
     "TaskFailedError",
     "TaskHandle",
     "TokenNotFoundError",
+    "UncertainOutcome",
+    "UnknownWorkflowWarning",
     "VersionInfo",
     "Volume",
     "VolumeDiff",
@@ -107,14 +149,19 @@ __all__ = [
     "WorkflowNotRunningError",
     "WorkflowRun",
     "WorkflowRunHandle",
+    "WorkflowWorker",
     "continue_as_new",
     "current_workflow_id",
+    "deploy_workflow_worker",
+    "deprecate_patch",
     "local_messages",
     "now",
     "operation_id",
     "parent_workflow_id",
     "parse_duration",
+    "patched",
     "random",
+    "register_secret",
     "send_message",
     "start_child",
     "task",

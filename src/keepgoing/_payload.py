@@ -1,4 +1,11 @@
-"""JSON payloads: checked at the call site, so bad input never reaches a worker."""
+"""JSON payloads: the one check and the one encoder every value crosses.
+
+Every value a workflow hands to a task, a task hands back, or a caller hands
+to a run is checked and copied here, and every store writes values with
+:func:`encode`. So what one store refuses every store refuses, with the same
+:class:`PayloadError`, and what the live path hands on is the decoded JSON
+copy that replay will see too (a tuple becomes a list, a dict is never shared).
+"""
 
 from __future__ import annotations
 
@@ -8,28 +15,127 @@ from typing import Any
 
 from keepgoing.errors import PayloadError, PayloadTooLargeError
 
-__all__ = ["JSON", "MAX_MESSAGE_BYTES", "check_json", "check_message_payload", "dumps", "loads"]
+__all__ = [
+    "JSON",
+    "MAX_DEPTH",
+    "MAX_MESSAGE_BYTES",
+    "STORED_DEPTH",
+    "check_json",
+    "check_message_payload",
+    "dumps",
+    "encode",
+    "loads",
+    "message_payload",
+    "plain",
+    "safe_text",
+]
 
 JSON = Any  # a value made only of dict[str, ...], list, str, int, float, bool and None
 
+MAX_DEPTH = 100
+"""Lists and objects nest at most this deep in a value (the server's limit too)."""
 
-def check_json(value: object, what: str) -> None:
-    """Raise :class:`PayloadError` naming ``what`` and the bad type unless ``value`` is JSON."""
-    problem = _find_problem(value, what)
+_INT_BITS = 12_000  # ints this long have fewer digits than Python's default limit of 4,300
+
+STORED_DEPTH = MAX_DEPTH + 6
+"""The limit for a stored document: a value plus the envelope of its history event."""
+
+
+def check_json(value: object, what: str, *, max_depth: int = MAX_DEPTH) -> None:
+    """Raise :class:`PayloadError` naming ``what``, the path and the problem unless
+    ``value`` is JSON every store can carry: no lone surrogate in text, no int
+    past Python's digit limit, no NaN or infinity, str keys, at most
+    ``max_depth`` levels of nesting."""
+    if _fine(value, max_depth, _INT_BITS):
+        return
+    problem = _find_problem(value, what, max_depth)
     if problem is not None:
         raise PayloadError(problem)
 
 
-def _find_problem(value: object, path: str) -> str | None:
-    if value is None or isinstance(value, bool | int | str):
+def _fine(value: object, depth: int, int_bits: int) -> bool:
+    """The hot path of :func:`check_json`: plain types only, no paths built.
+
+    False means "look closer": :func:`_find_problem` then names the problem, or
+    finds none (a subclass of a JSON type, a large int within the digit limit).
+    """
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _utf8(value)  # type: ignore[attr-defined,arg-type]
+    if kind is int:
+        return int_bits < 0 or value.bit_length() <= int_bits  # type: ignore[attr-defined]
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if value is None or kind is bool:
+        return True
+    if kind is list or kind is tuple:
+        if depth <= 0:
+            return False
+        for item in value:  # type: ignore[attr-defined]  # noqa: SIM110 (a loop is faster)
+            if not _fine(item, depth - 1, int_bits):
+                return False
+        return True
+    if kind is dict:
+        if depth <= 0:
+            return False
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or not (key.isascii() or _utf8(key)):
+                return False
+            if not _fine(item, depth - 1, int_bits):
+                return False
+        return True
+    return False
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def encode(value: object, what: str, *, max_depth: int = STORED_DEPTH) -> str:
+    """The JSON text of ``value``, checked as :func:`check_json` does.
+
+    Raises:
+        PayloadError: the value is not JSON a store can carry (the message names
+            ``what``, the path inside it and the problem).
+    """
+    check_json(value, what, max_depth=max_depth)
+    try:
+        return _ENCODER.encode(value)
+    except (ValueError, TypeError, RecursionError) as exc:  # an odd subclass, say
+        raise PayloadError(f"{what} cannot be encoded as JSON: {exc}") from None
+
+
+def plain(value: object, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
+    """The decoded JSON copy of ``value``: what a store hands back, and what replay sees.
+
+    Raises:
+        PayloadError: as :func:`check_json`.
+    """
+    return json.loads(encode(value, what, max_depth=max_depth))
+
+
+def _find_problem(value: object, path: str, depth: int) -> str | None:
+    """Walk ``value`` at most ``depth`` container levels down; describe its first problem."""
+    if value is None or isinstance(value, bool):
         return None
+    if isinstance(value, str):
+        return None if value.isascii() else _text_problem(value, path, "contains")
+    if isinstance(value, int):
+        return _int_problem(value, path)
     if isinstance(value, float):
         if math.isfinite(value):
             return None
         return f"{path} is the float {value!r}, which JSON cannot carry"
+    if isinstance(value, list | tuple | dict) and depth <= 0:
+        where = path if len(path) < 120 else f"{path[:100]}...{path[-12:]}"
+        return f"{where} nests lists and objects too deeply (the limit is {MAX_DEPTH} levels)"
     if isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            problem = _find_problem(item, f"{path}[{index}]")
+            problem = _find_problem(item, f"{path}[{index}]", depth - 1)
             if problem:
                 return problem
         return None
@@ -37,7 +143,11 @@ def _find_problem(value: object, path: str) -> str | None:
         for key, item in value.items():
             if not isinstance(key, str):
                 return f"{path} has the key {key!r} of type {type(key).__name__}; JSON keys are str"
-            problem = _find_problem(item, f"{path}[{key!r}]")
+            if not key.isascii():
+                problem = _text_problem(key, f"{path} has the key {key!r}, which", "contains")
+                if problem:
+                    return problem
+            problem = _find_problem(item, f"{path}[{key!r}]", depth - 1)
             if problem:
                 return problem
         return None
@@ -47,11 +157,44 @@ def _find_problem(value: object, path: str) -> str | None:
     )
 
 
+def _text_problem(text: str, path: str, verb: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"{path} {verb} the lone surrogate {text[exc.start]!r} at index {exc.start}, "
+            "which is not valid Unicode and cannot be stored (decode the text with "
+            "errors='replace', or fix its source)"
+        )
+    return None
+
+
+def _int_problem(value: int, path: str) -> str | None:
+    if value.bit_length() <= _INT_BITS:
+        return None
+    try:
+        int.__repr__(value)  # Python's digit limit (4,300 by default) applies here
+    except ValueError as exc:
+        return f"{path} is an int too long to write as JSON text ({exc}); pass it as a str"
+    return None
+
+
+def safe_text(text: str) -> str:
+    """``text`` with any lone surrogate written as a ``\\udXXX`` escape: for messages
+    the engine itself records (errors, reasons), which must always be storable."""
+    if text.isascii() or _utf8(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def dumps(value: object) -> str:
-    """Compact, deterministic JSON text."""
+    """Compact, deterministic JSON text of a trusted document (the engine's own records).
+
+    Values that come from user code go through :func:`encode` instead.
+    """
     return _ENCODER.encode(value)
 
 
@@ -71,10 +214,20 @@ def check_message_payload(payload: object, what: str) -> int:
         PayloadError: not JSON.
         PayloadTooLargeError: over the limit.
     """
-    check_json(payload, what)
-    size = len(dumps(payload).encode("utf-8"))
+    return _message_text(payload, what)[1]
+
+
+def message_payload(payload: object, what: str) -> Any:
+    """The decoded copy of a message or event payload, checked as
+    :func:`check_message_payload` does."""
+    return json.loads(_message_text(payload, what)[0])
+
+
+def _message_text(payload: object, what: str) -> tuple[str, int]:
+    text = encode(payload, what, max_depth=MAX_DEPTH)
+    size = len(text.encode("utf-8"))
     if size > MAX_MESSAGE_BYTES:
         raise PayloadTooLargeError(
             f"{what} is {size:,} bytes as JSON; the limit is {MAX_MESSAGE_BYTES:,} bytes (256 KiB)"
         )
-    return size
+    return text, size

@@ -22,14 +22,30 @@ The tree::
     │   └── WorkflowCancelledError       workflow_cancelled
     ├── WorkflowBlockedError             workflow_blocked
     ├── TaskFailedError                  task_failed
+    ├── UncertainOutcome                 uncertain_outcome  (raised by a task: review)
+    ├── OperationNotFoundError           operation_not_found (also LookupError)
+    ├── OperationNotUncertainError       operation_not_uncertain
     ├── WorkflowMessageTimeoutError      message_timeout    (also TimeoutError)
     ├── NondeterminismError              nondeterminism
     ├── WorkerImportError                worker_import
+    ├── UnknownWorkflowWarning           unknown_workflow   (also UserWarning; a warning)
+    ├── GatewayError                     gateway_error
+    │   ├── BudgetExceededError          budget_exceeded
+    │   └── CassetteMissError            cassette_miss
+    ├── GroupError                       group_error        (also ValueError)
+    │   ├── GroupNotFoundError           group_not_found    (also LookupError)
+    │   └── GroupConflictError           group_conflict
+    │       └── DeployRefusedError       deploy_refused
     ├── VolumeError                      volume_error
     │   ├── VolumeNotFoundError          volume_not_found   (also LookupError)
     │   └── VolumeFileNotFoundError      volume_file_not_found (also LookupError)
     └── StoreError                       store_error
         └── SchemaVersionError           schema_version
+
+:class:`UnknownWorkflowWarning` (also a ``UserWarning``) is issued with
+``warnings.warn``, never raised, when a run is started by a name that no worker
+has served but that is close to one that has: a likely typo. The run is
+queued all the same.
 
 Each class has a stable ``code`` that the HTTP API returns. Control-flow
 signals that must never be swallowed by ``except Exception`` in user code
@@ -39,15 +55,26 @@ modules.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AuthenticationError",
+    "BudgetExceededError",
+    "CassetteMissError",
     "ConfigurationError",
+    "DeployRefusedError",
     "DuplicateNameError",
+    "GatewayError",
+    "GroupConflictError",
+    "GroupError",
+    "GroupNotFoundError",
     "InvalidDurationError",
     "InvalidRequestError",
     "InvalidStoreURLError",
     "KeepgoingError",
     "NondeterminismError",
+    "OperationNotFoundError",
+    "OperationNotUncertainError",
     "PayloadError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
@@ -57,6 +84,8 @@ __all__ = [
     "StoreError",
     "TaskFailedError",
     "TokenNotFoundError",
+    "UncertainOutcome",
+    "UnknownWorkflowWarning",
     "VolumeError",
     "VolumeFileNotFoundError",
     "VolumeNotFoundError",
@@ -224,11 +253,16 @@ class TaskFailedError(KeepgoingError):
             or ``"TimeoutError"`` / ``"WorkerLost"``.
         message: that exception's message.
         attempts: how many attempts ran.
+        reason: how the last attempt ended: ``"error"``, ``"timeout"``,
+            ``"worker_lost"``, or ``"reviewed"`` for a step a reviewer failed
+            after its outcome was uncertain.
     """
 
     code = "task_failed"
 
-    def __init__(self, task_name: str, error_type: str, message: str, attempts: int) -> None:
+    def __init__(
+        self, task_name: str, error_type: str, message: str, attempts: int, reason: str = "error"
+    ) -> None:
         super().__init__(
             f"task {task_name!r} failed after {attempts} attempt(s): {error_type}: {message}"
         )
@@ -236,9 +270,44 @@ class TaskFailedError(KeepgoingError):
         self.error_type = error_type
         self.message = message
         self.attempts = attempts
+        self.reason = reason
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.task_name, self.error_type, self.message, self.attempts))
+        return (
+            type(self),
+            (self.task_name, self.error_type, self.message, self.attempts, self.reason),
+        )
+
+
+class UncertainOutcome(KeepgoingError):
+    """Raised by a task when its external effect may or may not have happened.
+
+    A task raises it when it sent a write and lost the answer, and the other
+    side offers neither a lookup by operation id nor idempotency: running the
+    step again could apply the write twice, and failing it could hide a write
+    that took place. The attempt is not retried. The step's operation becomes
+    *uncertain* (``Client.get_operation``) and the workflow waits at the
+    task's ``await`` for a reviewer's decision (``Client.review_operation``):
+    approve (with the result the step returns), retry (the step runs again
+    under the same operation id) or fail (``TaskFailedError`` at the await).
+
+    Args:
+        message: what is known, shown to the reviewer as the evidence.
+    """
+
+    code = "uncertain_outcome"
+
+
+class OperationNotFoundError(KeepgoingError, LookupError):
+    """No step of any run has this operation id."""
+
+    code = "operation_not_found"
+
+
+class OperationNotUncertainError(KeepgoingError):
+    """A review was sent for an operation that is not waiting for review."""
+
+    code = "operation_not_uncertain"
 
 
 class NondeterminismError(KeepgoingError):
@@ -255,6 +324,62 @@ class WorkerImportError(KeepgoingError):
     """The file a worker was pointed at could not be imported."""
 
     code = "worker_import"
+
+
+class GatewayError(KeepgoingError):
+    """A model call through the gateway failed: every provider tried refused or failed,
+    the model is unknown or not allowed for the key, or the request was malformed.
+
+    Attributes:
+        status: the HTTP status the gateway answered (or would have answered).
+        error_code: the gateway's error code (``model_not_found``, ``provider_error``, ...).
+    """
+
+    code = "gateway_error"
+
+    def __init__(
+        self, message: str, *, status: int = 502, error_code: str = "", param: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_code = error_code or self.code
+        self.param = param
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_gateway_error, (type(self), str(self), self.__dict__))
+
+
+class BudgetExceededError(GatewayError):
+    """A gateway key is over one of its limits: ``limit`` names it
+    (``requests_per_minute``, ``tokens_per_minute``, ``daily_budget``, ``total_budget``)
+    and ``resets_at`` is when it frees up (a Unix time; None for a total budget)."""
+
+    code = "budget_exceeded"
+
+    def __init__(
+        self, message: str, *, limit: str = "", resets_at: float | None = None, status: int = 429
+    ) -> None:
+        super().__init__(message, status=status, error_code=self.code)
+        self.limit = limit
+        self.resets_at = resets_at
+
+
+class CassetteMissError(GatewayError):
+    """A replayed cassette has no recording of this call (model, messages and params)."""
+
+    code = "cassette_miss"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=500, error_code=self.code)
+
+
+def _rebuild_gateway_error(
+    cls: type[GatewayError], message: str, state: dict[str, object]
+) -> GatewayError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
 
 
 class VolumeError(KeepgoingError):
@@ -276,6 +401,38 @@ class VolumeFileNotFoundError(VolumeError, LookupError):
     code = "volume_file_not_found"
 
 
+class GroupError(KeepgoingError, ValueError):
+    """A worker group operation was refused: a bad name, size or setting, an image step
+    the backend cannot build, or a secret that is not kept."""
+
+    code = "group_error"
+
+
+class GroupNotFoundError(GroupError, LookupError):
+    """No worker group, revision or instance has the given name or id."""
+
+    code = "group_not_found"
+
+
+class GroupConflictError(GroupError):
+    """A worker group operation conflicts with the groups as they are: a queue another
+    group serves, more replicas than the group's ``max_replicas``."""
+
+    code = "group_conflict"
+
+
+class DeployRefusedError(GroupConflictError):
+    """A deploy's replay check found runs that would block on the new code; nothing
+    was deployed. ``report`` (a ``ReplayReport``) names each run, its diff, and the
+    check's bound. Deploy with ``force=True`` to keep those runs on their revisions."""
+
+    code = "deploy_refused"
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 class StoreError(KeepgoingError):
     """The store failed or holds data this version cannot use."""
 
@@ -286,3 +443,12 @@ class SchemaVersionError(StoreError):
     """The store's schema is newer than this version of keepgoing understands."""
 
     code = "schema_version"
+
+
+class UnknownWorkflowWarning(KeepgoingError, UserWarning):
+    """A warning, never raised by keepgoing: a run was started by a name no worker
+    has served, close to names that have been served. The run is queued and waits
+    for a worker that serves its name; pass ``strict=True`` to ``trigger_workflow``
+    to refuse such a start instead."""
+
+    code = "unknown_workflow"

@@ -15,11 +15,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from keepgoing._api.workflow import WorkflowDefinition
 from keepgoing._history import events as ev
 from keepgoing._history.codec import loads_history
 from keepgoing._runtime.instance import WorkflowInstance
 from keepgoing._worker.inprocess import use_clock
+from keepgoing._workflow.workflow import WorkflowDefinition
 
 __all__ = ["FakeClock", "fake_clock", "replay"]
 

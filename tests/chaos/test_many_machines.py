@@ -37,7 +37,7 @@ from integration._support import WorkerProcess, wait_until
 from keepgoing._history import events as ev
 from keepgoing.errors import StoreError, WorkflowAlreadyRunningError
 
-from ._lab import Lab, postgres_bin
+from ._lab import Lab
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(240)]
 
@@ -45,23 +45,6 @@ RUNS = 200
 STEPS = 5
 WORKERS = 4
 APP = Path(__file__).parent / "apps" / "five_steps.py"
-
-
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    if postgres_bin() is None:
-        reason = "PostgreSQL's server programs (initdb, pg_ctl) are not installed"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and the chaos tests cannot run: {reason}", pytrace=False)
-        pytest.skip(reason)
-    made = Lab(WORKERS)
-    try:
-        made.start()
-        print(f"lab: {made.isolation}; database at {made.hosts[0].store_url} (worker 1's view)")
-        yield made
-    finally:
-        print(f"----- postgres log -----\n{made.postgres_log()[-4000:]}")
-        made.close()
 
 
 class Fleet:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 import uuid
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -13,6 +14,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+import keepgoing
 from keepgoing.cli.__main__ import app
 from server._support import APPS, Process, Stack, free_port, wait_until
 
@@ -64,8 +66,11 @@ def test_run_json_and_failures(kg: Kg) -> None:
     failed = kg("run", "broken", "--wait")
     assert failed.returncode == 1
     assert "failed" in failed.stdout and "broken on purpose" in failed.stdout
-    unknown = kg("run", "nope")
+    unknown = kg("run", "nope", "--strict")
     assert unknown.returncode == 1 and "workflow_not_found" in unknown.stderr
+    queued = kg("run", "sum_twoo", "--json")  # no worker serves it: queued, with a warning
+    assert queued.returncode == 0 and json.loads(queued.stdout)["workflow_name"] == "sum_twoo"
+    assert "did you mean 'sum_two'" in queued.stderr
     bad = kg("run", "sum_two", "-i", "{not json")
     assert bad.returncode == 2 and "not JSON" in bad.stderr
 
@@ -80,6 +85,15 @@ def test_runs_lists_a_table_and_json(kg: Kg) -> None:
     assert all(r["status"] == "completed" for r in listed)
     bad = kg("runs", "--status", "asleep")
     assert bad.returncode == 1 and "invalid_request" in bad.stderr
+
+
+def test_workers_lists_the_workers_and_their_hung_threads(kg: Kg) -> None:
+    table = kg("workers")
+    assert table.returncode == 0, table.stderr
+    assert "hung" in table.stdout and "worker(s)" in table.stdout
+    listed = json.loads(kg("workers", "--json").stdout)
+    assert listed and all(w["info"]["hung_threads"] == 0 for w in listed)
+    assert all(w["worker_id"] in table.stdout for w in listed)
 
 
 def test_show_draws_the_timeline(kg: Kg) -> None:
@@ -219,3 +233,29 @@ def test_dev_runs_a_server_and_a_worker(tmp_path: Path) -> None:
     finally:
         dev.reap()
         print(dev.report())
+
+
+def test_operation_reviews_and_review(kg: Kg, stack: Stack) -> None:
+    started = json.loads(kg("run", "unsure", "-i", '{"key": "cli"}', "--json").stdout)
+    workflow_id = started["workflow_id"]
+
+    def waiting() -> list[dict[str, object]]:
+        listed = json.loads(kg("reviews", "--json").stdout)
+        return [o for o in listed if o["workflow_id"] == workflow_id]
+
+    deadline = time.monotonic() + 30
+    while not (found := waiting()):
+        assert time.monotonic() < deadline, "the run never waited for review"
+    op = str(found[0]["operation_id"])
+    shown = kg("operation", op)
+    assert "uncertain" in shown.stdout and "waiting for review" in shown.stdout
+    assert op in kg("reviews").stdout
+    assert kg("review", op, "maybe").returncode != 0
+    sent = kg("review", op, "approve", "--result", '"by cli"', "--reason", "checked")
+    assert sent.returncode == 0 and "sent approve" in sent.stdout
+    with keepgoing.Client(stack.url, token=stack.admin) as client:
+        assert client.result(workflow_id, timeout=30) == "by cli"
+    done = json.loads(kg("operation", op, "--json").stdout)
+    assert done["status"] == "completed" and done["reviews"][0]["reason"] == "checked"
+    bad = kg("operation", "op-nope")
+    assert bad.returncode != 0 and "not an operation id" in bad.stderr

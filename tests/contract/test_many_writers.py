@@ -6,8 +6,8 @@ each expired lease is reaped once, a completion racing the reaper either
 lands or is reaped (never both), one workflow id has one open run, and an
 event published while a wait for it commits is received exactly once.
 
-These run on the backends that several processes can share (a SQLite file,
-PostgreSQL); the memory store lives in one process and is skipped.
+These run on every backend of the suite: a SQLite file and PostgreSQL, both of
+which several processes can share.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from keepgoing._history.events import (
     TimerFired,
     TimerStarted,
 )
-from keepgoing._store.memory import MemoryStore
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import EventRequest, TaskClaim, TaskOutcomeResult
 from keepgoing._store.url import store_from_url
@@ -51,8 +50,6 @@ CALLERS = 4
 @pytest.fixture
 async def stores(store: Store) -> AsyncIterator[list[Store]]:
     """``store`` and three more instances of it on the same database."""
-    if isinstance(store, MemoryStore):
-        pytest.skip("a memory store lives in one process: there is nothing to share")
     others = [store_from_url(store.url) for _ in range(CALLERS - 1)]
     for other in others:
         await other.open()

@@ -10,7 +10,12 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 
-from keepgoing._history.events import TimerStarted, WorkflowCompleted
+from keepgoing._history.events import (
+    TimerStarted,
+    WorkflowCancelled,
+    WorkflowCompleted,
+    WorkflowContinuedAsNew,
+)
 from keepgoing._store.protocol import Store
 
 from ._builders import NOW, claim_run, schedule, start, start_with, task
@@ -56,6 +61,23 @@ async def test_the_end_of_a_run_wakes_a_waiter(store: Store) -> None:
     claim = await claim_run(store, run.run_id)
 
     await _woken_by(store, lambda: schedule(store, claim, [WorkflowCompleted(result=1)]))
+
+
+async def test_a_run_ending_cancelled_wakes_a_waiter(store: Store) -> None:
+    run = await start(store)
+    claim = await claim_run(store, run.run_id)
+
+    await _woken_by(store, lambda: schedule(store, claim, [WorkflowCancelled(reason="asked")]))
+
+
+async def test_a_run_continuing_as_new_wakes_a_waiter(store: Store) -> None:
+    run = await start(store)
+    claim = await claim_run(store, run.run_id)
+
+    await _woken_by(
+        store,
+        lambda: schedule(store, claim, [WorkflowContinuedAsNew(input={}, new_run_id="r-next")]),
+    )
 
 
 async def test_a_waiter_on_another_threads_loop_wakes(store: Store) -> None:

@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from keepgoing._store.protocol import Store
-from keepgoing._volumes.types import CommitOrigin, FileInfo, StagedCommit, VersionInfo
+from keepgoing._store.volume_records import CommitOrigin, FileInfo, StagedCommit, VersionInfo
 from keepgoing.errors import VolumeError, VolumeFileNotFoundError, VolumeNotFoundError
 
 T0 = 1_000.0

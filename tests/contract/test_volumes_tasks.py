@@ -12,7 +12,7 @@ from keepgoing._history.events import (
 )
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import FastActivation, TaskClaim, TaskOutcome
-from keepgoing._volumes.types import StagedCommit
+from keepgoing._store.volume_records import StagedCommit
 
 from ._builders import (
     NOW,

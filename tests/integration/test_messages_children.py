@@ -94,7 +94,7 @@ def test_a_child_started_by_an_unknown_name_fails_inside_the_parent(
 ) -> None:
     workers.start(kg.app("messaging"))
     with pytest.raises(keepgoing.WorkflowNotFoundError):
-        client.trigger_workflow("no_such_workflow")
+        client.trigger_workflow("no_such_workflow", strict=True)
     handle = client.trigger_workflow("starts_unknown_child")
     outcome = client.result(handle, timeout=3)
     assert outcome in ("WorkflowNotFoundError", "WorkflowFailedError")

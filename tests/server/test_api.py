@@ -63,11 +63,14 @@ def error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
 def test_healthz_needs_no_token_and_the_spec_is_served(stack: Stack) -> None:
     with stack.api() as anonymous:
         assert anonymous.get("/healthz").json()["status"] == "ok"
+        # A readiness probe carries no token either, on a server with authentication.
+        assert anonymous.get("/readyz").json() == {"status": "ready"}
         spec = anonymous.get("/openapi.json").json()
     assert "/api/v1/runs/{workflow_id}/messages" in spec["paths"]
-    for operations in spec["paths"].values():
+    for path, operations in spec["paths"].items():
         for operation in operations.values():
-            assert "422" not in operation["responses"]
+            # FastAPI's validation 422 never: schema violations are 400s.
+            assert "422" not in operation["responses"], path
 
 
 # -- 401 -----------------------------------------------------------------------------------
@@ -254,7 +257,8 @@ def test_an_unknown_run_is_404(admin: httpx.Client, path: str) -> None:
 
 
 def test_an_unknown_workflow_or_token_is_404(admin: httpx.Client) -> None:
-    error(admin.post("/api/v1/runs", json={"workflow": "nope"}), 404, "workflow_not_found")
+    strict = {"workflow": "nope", "strict": True}
+    error(admin.post("/api/v1/runs", json=strict), 404, "workflow_not_found")
     error(admin.post("/api/v1/runs/nope/messages", json={"name": "review"}), 404, "run_not_found")
     error(admin.delete("/api/v1/tokens/0123456789abcdef"), 404, "token_not_found")
     error(admin.get("/api/v1/nothing-here"), 404, "not_found")
@@ -462,6 +466,8 @@ def test_metrics(admin: httpx.Client) -> None:
     )
     assert "keepgoing_lease_expiries_total" in samples
     assert samples["keepgoing_workers"] >= 1
+    hung = [v for name, v in samples.items() if name.startswith("keepgoing_worker_hung_threads{")]
+    assert len(hung) == samples["keepgoing_workers"] and set(hung) == {0.0}
     assert samples['keepgoing_server_http_requests_total{status="200"}'] >= 1
 
 
@@ -490,3 +496,75 @@ def test_the_token_secret_is_stored_only_as_a_hash(stack: Stack) -> None:
     assert record is not None and secret.split("_", 2)[2] not in repr(record)
     assert len(record.secret_hash) == 64
     assert secret.encode() not in stack.db.read_bytes()
+
+
+# -- starts before any worker, and unblocking ------------------------------------------------
+def test_a_start_by_a_name_no_worker_serves_is_queued(admin: httpx.Client) -> None:
+    started = admin.post("/api/v1/runs", json={"workflow": "ghost.report"})
+    assert started.status_code == 201, started.text
+    assert started.json()["warning"] is None
+    run = admin.get(f"/api/v1/runs/{started.json()['workflow_id']}").json()
+    assert (run["status"], run["waiting_for"]) == (
+        "running",
+        "waiting for a worker that serves ghost.report",
+    )
+    typo = admin.post("/api/v1/runs", json={"workflow": "sum_twoo", "input": {"a": 1, "b": 2}})
+    assert typo.status_code == 201 and "did you mean 'sum_two'" in typo.json()["warning"]
+    served = admin.post("/api/v1/runs", json={"workflow": "sum_two", "input": {"a": 1, "b": 2}})
+    assert served.json()["warning"] is None
+    done = admin.get(f"/api/v1/runs/{served.json()['workflow_id']}/result").json()
+    assert done["done"] and done["run"]["waiting_for"] is None
+    assert len(done["run"]["code_versions"]) == 1
+
+
+def _blocked_run(stack: Stack, workflow_id: str) -> None:
+    async def block(store: Any) -> None:
+        from keepgoing._store.records import ActivationCommit, StartRequest  # noqa: PLC0415
+
+        await store.start_run(
+            StartRequest(f"r-{workflow_id}", workflow_id, "ghost.blocked", {}, "default", "", 1.0)
+        )
+        (claim,) = await store.claim_activations(
+            worker_id="old",
+            queues=["default"],
+            workflow_names=["ghost.blocked"],
+            limit=1,
+            lease_ttl=15,
+            now=1.0,
+        )
+        await store.commit_activation(
+            ActivationCommit(
+                run_id=claim.run.run_id,
+                fence=claim.fence,
+                worker_id="old",
+                saw_upto=1,
+                time=1.0,
+                commands=[],
+                now=1.0,
+                blocked_reason="a diff",
+                code_version="old-code",
+            )
+        )
+
+    run_store(stack.store_url, block)
+
+
+def test_unblock_retries_a_blocked_run_and_needs_runs_cancel(
+    stack: Stack, admin: httpx.Client
+) -> None:
+    workflow_id = f"blocked-{uuid.uuid4().hex[:8]}"
+    _blocked_run(stack, workflow_id)
+    blocked = admin.get(f"/api/v1/runs/{workflow_id}").json()
+    assert (blocked["status"], blocked["code_versions"]) == ("blocked", ["old-code"])
+    with stack.api(stack.token("reader", "runs.read")) as reader:
+        error(reader.post(f"/api/v1/runs/{workflow_id}/unblock"), 403, "permission_denied")
+    with stack.api(stack.token("canceller", "runs.cancel")) as canceller:
+        unblocked = canceller.post(f"/api/v1/runs/{workflow_id}/unblock")
+    assert unblocked.status_code == 200, unblocked.text
+    assert unblocked.json()["run"]["status"] == "running"
+    error(admin.post(f"/api/v1/runs/{workflow_id}/unblock"), 409, "workflow_not_running")
+    error(admin.post("/api/v1/runs/no-such-id/unblock"), 404, "run_not_found")
+    (entry,) = admin.get(
+        "/api/v1/audit", params={"action": "workflow.unblock", "workflow_id": workflow_id}
+    ).json()["entries"]
+    assert entry["actor_id"] == "canceller"

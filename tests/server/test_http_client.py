@@ -16,7 +16,8 @@ import pytest
 
 import keepgoing
 from keepgoing import errors
-from keepgoing._api.http_client import HttpClient
+from keepgoing._client.client import Client
+from keepgoing._client.http_backend import HttpBackend
 from keepgoing._history import events as ev
 
 from ._support import Stack
@@ -73,9 +74,11 @@ def test_handles_results_and_errors(client: keepgoing.Client) -> None:
     with pytest.raises(errors.RunNotFoundError):
         client.get_run("no-such-workflow-id")
     with pytest.raises(errors.WorkflowNotFoundError):
-        client.trigger_workflow("no_such_workflow")
+        client.trigger_workflow("no_such_workflow", strict=True)
     with pytest.raises(errors.ConfigurationError, match="needs the store"):
         client.run_workflow(None)  # type: ignore[arg-type]
+    with pytest.raises(errors.ConfigurationError, match=r"trigger_many .*needs the store"):
+        client.trigger_many("steps", [{}])
     with pytest.raises(errors.ConfigurationError):
         _ = client.store
 
@@ -163,7 +166,7 @@ _RUN = {
 
 def test_idempotent_calls_are_retried_on_network_errors_and_5xx() -> None:
     seen, transport = _scripted(httpx.ConnectError("refused"), 503, 502, 200)
-    client = HttpClient("http://kg.test", "t", backoff=0, transport=transport)
+    client = Client._over(HttpBackend("http://kg.test", "t", backoff=0, transport=transport))
     assert client.get_run("w").run_id == "r"
     assert len(seen) == 4
     assert seen[0].headers["authorization"] == "Bearer t"
@@ -171,11 +174,11 @@ def test_idempotent_calls_are_retried_on_network_errors_and_5xx() -> None:
 
 def test_retries_run_out_with_a_clear_error() -> None:
     _, transport = _scripted(*[httpx.ConnectError("refused")] * 3)
-    client = HttpClient("http://kg.test", retries=2, backoff=0, transport=transport)
+    client = Client._over(HttpBackend("http://kg.test", retries=2, backoff=0, transport=transport))
     with pytest.raises(errors.ServerError, match=r"could not reach .* after 3 attempts"):
         client.get_run("w")
     _, transport = _scripted(503, 503, 503)
-    client = HttpClient("http://kg.test", retries=2, backoff=0, transport=transport)
+    client = Client._over(HttpBackend("http://kg.test", retries=2, backoff=0, transport=transport))
     with pytest.raises(errors.ServerError) as failed:
         client.get_run("w")
     assert failed.value.status == 503 and failed.value.error_code == "store_error"
@@ -184,7 +187,7 @@ def test_retries_run_out_with_a_clear_error() -> None:
 @pytest.mark.parametrize("failure", [503, httpx.ReadTimeout("slow")])
 def test_a_message_send_is_never_repeated(failure: int | Exception) -> None:
     seen, transport = _scripted(failure, 202)
-    client = HttpClient("http://kg.test", backoff=0, transport=transport)
+    client = Client._over(HttpBackend("http://kg.test", backoff=0, transport=transport))
     with pytest.raises(errors.ServerError):
         client.send_workflow_message("w", "review", {"ok": True})
     assert len(seen) == 1
@@ -203,7 +206,9 @@ def test_starts_and_event_publishes_carry_idempotency_keys_across_retries() -> N
             )
         return httpx.Response(201, json={"workflow_name": "wf", "workflow_id": "w", "run_id": "r"})
 
-    client = HttpClient("http://kg.test", backoff=0, transport=httpx.MockTransport(handle))
+    client = Client._over(
+        HttpBackend("http://kg.test", backoff=0, transport=httpx.MockTransport(handle))
+    )
     client.trigger_workflow("wf", {"x": 1})
     assert len(bodies) == 2 and bodies[0] == bodies[1] and b'"request_id"' in bodies[0]
     bodies.clear()
@@ -222,7 +227,9 @@ def test_client_errors_are_not_retried_and_map_to_their_class() -> None:
         calls += 1
         return handle(request)
 
-    client = HttpClient("http://kg.test", backoff=0, transport=httpx.MockTransport(counting))
+    client = Client._over(
+        HttpBackend("http://kg.test", backoff=0, transport=httpx.MockTransport(counting))
+    )
     with pytest.raises(errors.RunNotFoundError, match="no run"):
         client.get_run("w")
     assert calls == 1
@@ -230,12 +237,36 @@ def test_client_errors_are_not_retried_and_map_to_their_class() -> None:
 
 def test_a_response_that_is_not_the_api_is_a_server_error() -> None:
     transport = httpx.MockTransport(lambda r: httpx.Response(502, text="<html>bad gateway</html>"))
-    client = HttpClient("http://kg.test", retries=0, transport=transport)
+    client = Client._over(HttpBackend("http://kg.test", retries=0, transport=transport))
     with pytest.raises(errors.ServerError, match="bad gateway"):
         client.get_run("w")
 
 
 def test_ids_are_escaped_into_the_path() -> None:
     seen, transport = _scripted(200)
-    HttpClient("http://kg.test", transport=transport).get_run("a/b c?d")
-    assert seen[0].url.raw_path == b"/api/v1/runs/a/b%20c%3Fd"
+    Client._over(HttpBackend("http://kg.test", transport=transport)).get_run("a/b c?d")
+    # `/` too: the server routes on the raw path, so `a%2Fhistory` is run `a/history`
+    assert seen[0].url.raw_path == b"/api/v1/runs/a%2Fb%20c%3Fd"
+
+
+def test_over_http_a_start_by_an_unserved_name_waits_and_unblock_answers_like_the_store(
+    client: keepgoing.Client,
+) -> None:
+    handle = client.trigger_workflow("ghost.http", workflow_id=_id("ghost"))
+    run = client.get_run(handle.workflow_id)
+    assert run.waiting_for == "waiting for a worker that serves ghost.http"
+    assert client.send_workflow_message(handle.workflow_id, "go", {"n": 1})
+    with pytest.warns(keepgoing.UnknownWorkflowWarning, match="did you mean 'sum_two'"):
+        client.trigger_workflow("sum_twoo", {"a": 1, "b": 2})
+    request_id = uuid.uuid4().hex
+    first = client.trigger_workflow("sum_two", {"a": 1, "b": 2}, request_id=request_id)
+    again = client.trigger_workflow("sum_two", {"a": 1, "b": 2}, request_id=request_id)
+    assert first == again and first.run_id == request_id
+    assert client.result(first, timeout=20) == 3
+    assert len(client.get_run(first.workflow_id).code_versions) == 1
+    with pytest.raises(errors.WorkflowNotRunningError, match="not blocked"):
+        client.unblock_workflow(handle.workflow_id)
+    with pytest.raises(errors.RunNotFoundError):
+        client.unblock_workflow("no-such-workflow-id")
+    with pytest.raises(errors.RunNotFoundError):
+        client.send_workflow_message("no-such-workflow-id", "go")

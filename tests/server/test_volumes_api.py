@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from keepgoing._store.protocol import Store
-from keepgoing._volumes.types import StagedCommit
+from keepgoing._store.volume_records import StagedCommit
 
 from ._support import Stack, run_store
 from .test_api import error
@@ -304,6 +304,9 @@ def test_unknown_volume_ref_version_or_file_is_404(stack: Stack, admin: httpx.Cl
         ("/etc/passwd", "is absolute"),
         ("a%00b", "contains a NUL byte"),
         ("a%01b", "contains a control character"),
+        ("a%0Ab", "contains a control character"),  # the router once answered 404
+        ("notes.md%0A", "contains a control character"),
+        ("%0A", "contains a control character"),
         ("", "names no file"),
     ],
 )

@@ -25,8 +25,8 @@ from keepgoing import (
     task,
     workflow,
 )
-from keepgoing._api.registry import registry
 from keepgoing._history import events as ev
+from keepgoing._workflow.registry import registry
 
 from ._sim import Sim
 
@@ -226,7 +226,7 @@ def test_a_client_checks_input_against_a_workflow_it_knows_by_name() -> None:
         with pytest.raises(TypeError, match=r"workflow 'api\.known': missing a required argument"):
             client.trigger_workflow(known, {"m": 1})
         with pytest.raises(WorkflowNotFoundError, match=r"api\.nowhere"):
-            client.trigger_workflow("api.nowhere", {"n": 1})
+            client.trigger_workflow("api.nowhere", {"n": 1}, strict=True)
 
 
 # -- calls ------------------------------------------------------------------

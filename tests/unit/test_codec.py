@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -149,3 +150,15 @@ def test_key_is_kind_cmd_and_name() -> None:
         "WorkflowFailed": "command",
         "WorkflowBlocked": "info",
     }
+
+
+def test_a_lost_attempts_cause_is_left_out_while_unset() -> None:
+    lost = ev.TaskAttemptFailed(
+        cmd=1, name="t", attempt=1, error=ev.ErrorInfo(type="x", message="y"), reason="worker_lost"
+    )
+    assert {"cause", "actor", "via"}.isdisjoint(encode(lost))  # as histories before them
+    stamped = dataclasses.replace(lost, cause="killed_by_request", actor="alice", via="ui")
+    body = encode(stamped)
+    assert (body["cause"], body["actor"], body["via"]) == ("killed_by_request", "alice", "ui")
+    assert decode(body) == stamped
+    assert decode(encode(lost)).cause is None  # an old history decodes with no cause

@@ -1,4 +1,4 @@
-"""The in-process engine: ``asyncio.run(my_workflow(...))`` on an in-memory store."""
+"""The in-process engine: ``asyncio.run(my_workflow(...))`` on SQLite in memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``keepgoing.Volume`` outside tasks, on the memory and SQLite stores: each write commits."""
+"""``keepgoing.Volume`` outside tasks, on SQLite in memory and in a file: each write commits."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from keepgoing import (
     VolumeFileNotFoundError,
     VolumeNotFoundError,
 )
-from keepgoing._store.memory import MemoryStore
 from keepgoing._store.protocol import Store
 from keepgoing._store.sqlite import SqliteStore
 from keepgoing._volumes import access
@@ -23,9 +22,8 @@ from keepgoing._volumes import access
 
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    backend: Store = (
-        MemoryStore() if request.param == "memory" else SqliteStore(str(tmp_path / "kg.db"))
-    )
+    path = ":memory:" if request.param == "memory" else str(tmp_path / "kg.db")
+    backend: Store = SqliteStore(path)
     yield backend
     access.call(backend, backend.close())
 

@@ -7,7 +7,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keepgoing._volumes.chunking import (
+from keepgoing._store.chunking import (
     MAX_SIZE,
     MIN_SIZE,
     SMALL_SIZE,

@@ -17,7 +17,6 @@ import pytest
 import keepgoing
 from keepgoing import Client, Volume, VolumeError, task, workflow
 from keepgoing._history import events as ev
-from keepgoing._store.memory import MemoryStore
 from keepgoing._store.protocol import Store
 from keepgoing._store.sqlite import SqliteStore
 from keepgoing._volumes import access
@@ -28,9 +27,8 @@ LATE_ERRORS: list[BaseException] = []
 
 @pytest.fixture(params=["memory", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    backend: Store = (
-        MemoryStore() if request.param == "memory" else SqliteStore(str(tmp_path / "kg.db"))
-    )
+    path = ":memory:" if request.param == "memory" else str(tmp_path / "kg.db")
+    backend: Store = SqliteStore(path)
     yield backend
     access.call(backend, backend.close())
 

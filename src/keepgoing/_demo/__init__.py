@@ -1,1 +1,1 @@
-"""The quickstart that ``keepgoing demo`` runs."""
+"""``keepgoing demo``: the support-digest agent on a real stack, its recorded run, the use cases."""

@@ -37,6 +37,7 @@ __all__ = [
     "MessageReceived",
     "MessageSent",
     "MessageWaitStarted",
+    "PatchMarked",
     "TaskCancelRequested",
     "WorkflowCancelled",
     "WorkflowContinuedAsNew",
@@ -92,10 +93,14 @@ class WorkflowStarted(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class ActivationCompleted(Event):
+    """``code_version`` is the hash of the workflow's source file on the worker that
+    ran the activation ('' in histories recorded before versions were kept)."""
+
     ROLE: ClassVar[str] = "marker"
     saw_upto: int
     time: float
     worker: str = ""
+    code_version: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +115,11 @@ class TaskScheduled(Event):
     timeout: float = 600.0
     max_worker_losses: int = 3
     image: str | None = None
+    #: The queue the task runs on when it is not its run's (a per-task worker group's).
+    task_queue: str | None = None
+    #: The operation this step carries on when it is not its own (``op-<run>-<cmd>``):
+    #: a step a reviewer sent back to run again keeps the first step's operation id.
+    operation_id: str | None = None
 
     def key(self) -> tuple[str, int, str]:
         return ("TaskScheduled", self.cmd, self.name)
@@ -125,6 +135,13 @@ class TaskAttemptFailed(Event):
     worker: str = ""
     started_at: float | None = None
     retry_at: float | None = None
+    #: Why the worker stopped, for an attempt lost or released with it (see
+    #: ``_store/transitions.py``: ``CAUSES``); None for an error or a timeout,
+    #: and in histories recorded before causes were kept.
+    cause: str | None = None
+    #: Who stopped it (``"user alice"``) and from where (``"ui"``, ``"cli"``, ...).
+    actor: str | None = None
+    via: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -186,7 +203,10 @@ class WorkflowFailed(Event):
 
 @dataclass(frozen=True, kw_only=True)
 class WorkflowBlocked(Event):
+    """The code at ``code_version`` could not replay the history: ``reason`` is the diff."""
+
     reason: str
+    code_version: str = ""
 
 
 # -- messages, events, children, cancellation (inputs unless marked) ----------------
@@ -367,3 +387,21 @@ class MemoryCommitted(Event):
     cmd: int = 0
     attempt: int = 0
     ref: str = "main"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PatchMarked(Event):
+    """The run passed ``keepgoing.patched(change_id)`` on code that has the change, and
+    took the new branch (``deprecated``: written by ``deprecate_patch``).
+
+    Recorded with the activation's commands but never matched by replay: a history
+    with or without it replays the same commands, and ``patched()`` reads it to
+    decide which branch a replay takes.
+    """
+
+    ROLE: ClassVar[str] = "command"
+    change_id: str
+    deprecated: bool = False
+
+    def key(self) -> tuple[str, int, str]:
+        return ("PatchMarked", 0, self.change_id)

@@ -21,10 +21,12 @@ class TaskContext:
     name: str
     attempt: int
     worker_id: str
+    #: Set when the step carries on an earlier step's operation (a reviewed retry).
+    operation: str | None = None
 
     @property
     def operation_id(self) -> str:
-        return f"op-{self.run_id}-{self.cmd}"
+        return self.operation or f"op-{self.run_id}-{self.cmd}"
 
 
 task_context: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar(

@@ -9,6 +9,12 @@ after the last marker are then delivered live, and the new commands are
 returned for the caller to commit. A mismatch raises
 :class:`~keepgoing.errors.NondeterminismError` with a readable diff.
 
+Patches (``keepgoing.patched``): a ``PatchMarked`` event is recorded with an
+activation's commands but left out of the match. While an activation is
+replayed, ``patched(change_id)`` is True only if that activation recorded the
+marker (the run took the new branch when it ran); live, it is True and writes
+the marker. The first answer for a change id holds for the rest of the run.
+
 No I/O happens here: no store, no clock, no network.
 """
 
@@ -23,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from keepgoing._history import events as ev
-from keepgoing._payload import check_json
+from keepgoing._payload import plain, safe_text
 from keepgoing._runtime.loop import WorkflowLoop
 from keepgoing._runtime.waits import ContinueAsNew, Waits
 from keepgoing.errors import NondeterminismError, TaskFailedError
@@ -45,6 +51,8 @@ class TaskSpec:
     timeout: float = 600.0
     max_worker_losses: int = 3
     image: str | None = None
+    queue: str | None = None
+    operation_id: str | None = None
 
 
 @dataclass
@@ -67,7 +75,10 @@ def error_info(exc: BaseException) -> ev.ErrorInfo:
     if isinstance(exc, TaskFailedError):
         name = "keepgoing.errors.TaskFailedError"
     text = "".join(traceback.format_exception(exc)).rstrip()
-    return ev.ErrorInfo(type=name, message=str(exc), traceback=text)
+    # A message may quote bad input (a lone surrogate, say): the failure is still recorded.
+    return ev.ErrorInfo(
+        type=safe_text(name), message=safe_text(str(exc)), traceback=safe_text(text)
+    )
 
 
 class WorkflowInstance:
@@ -101,8 +112,11 @@ class WorkflowInstance:
         self._main: asyncio.Task[None] | None = None
         self.waits = Waits(self.loop.create_future)
         self.parent_workflow_id: str | None = None
+        self.started_at: float | None = None  # when the run started (its WorkflowStarted)
         self.cancel_reason: str | None = None
         self.local = False  # a direct in-process run: no orchestrator to send messages
+        self.patches: dict[str, bool] = {}  # change id -> the branch this run takes
+        self._replaying: set[str] | None = None  # while replaying: the patches it recorded
 
     # -- commands issued by workflow code ----------------------------------
     def _next_cmd(self) -> int:
@@ -134,6 +148,8 @@ class WorkflowInstance:
                 timeout=spec.timeout,
                 max_worker_losses=spec.max_worker_losses,
                 image=spec.image,
+                task_queue=spec.queue,
+                operation_id=spec.operation_id,
             )
         )
         future: asyncio.Future[Any] = self.loop.create_future()
@@ -152,6 +168,25 @@ class WorkflowInstance:
         cmd = self._next_cmd()
         self._emit(make(cmd))
         return cmd
+
+    def patched(self, change_id: str) -> bool:
+        """True if this run takes the new branch of ``change_id`` (see the module doc)."""
+        known = self.patches.get(change_id)
+        if known is not None:
+            return known
+        if self._replaying is not None:
+            taken = change_id in self._replaying
+        else:
+            taken = True
+            self._emit(ev.PatchMarked(change_id=change_id))
+        self.patches[change_id] = taken
+        return taken
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """The old branch of ``change_id`` is gone: mark live runs, accept any history."""
+        if self._replaying is None and change_id not in self.patches:
+            self._emit(ev.PatchMarked(change_id=change_id, deprecated=True))
+        self.patches.setdefault(change_id, True)
 
     def random(self) -> float:
         return self.rng.random()
@@ -187,8 +222,14 @@ class WorkflowInstance:
         return self._activate_live()
 
     def _replay_group(self, marker: ev.ActivationCompleted, recorded: list[ev.Event]) -> None:
-        self._deliver_upto(marker.saw_upto, marker.time)
+        self._replaying = {c.change_id for c in recorded if isinstance(c, ev.PatchMarked)}
+        try:
+            self._deliver_upto(marker.saw_upto, marker.time)
+        finally:
+            self._replaying = None
         produced, self._pending = self._pending, []
+        recorded = [c for c in recorded if not isinstance(c, ev.PatchMarked)]
+        produced = [c for c in produced if not isinstance(c, ev.PatchMarked)]
         want = [c.key() for c in recorded]
         got = [c.key() for c in produced]
         if want != got:
@@ -218,6 +259,7 @@ class WorkflowInstance:
             return
         if isinstance(event, ev.WorkflowStarted):
             self.parent_workflow_id = event.parent_workflow_id
+            self.started_at = event.at
             self._main = self.loop.create_task(self._run_main(event.input))
         elif isinstance(event, ev.CancelRequested):
             self.cancel_reason = event.reason or "cancelled"
@@ -228,7 +270,9 @@ class WorkflowInstance:
             self._resolve(event.cmd, result=event.result)
         elif isinstance(event, ev.TaskFailed):
             name = self._tasks.get(event.cmd, (event.name, None))[0]
-            error = TaskFailedError(name, event.error.type, event.error.message, event.attempts)
+            error = TaskFailedError(
+                name, event.error.type, event.error.message, event.attempts, event.reason
+            )
             self._resolve(event.cmd, error=error)
         elif isinstance(event, ev.TimerFired):
             self.loop.fire_timer(event.cmd)
@@ -249,7 +293,7 @@ class WorkflowInstance:
     async def _run_main(self, inputs: dict[str, Any]) -> None:
         try:
             result = await self.fn(*inputs.get("args", []), **inputs.get("kwargs", {}))
-            check_json(result, f"the result of workflow {self.workflow_name!r}")
+            result = plain(result, f"the result of workflow {self.workflow_name!r}")
         except ContinueAsNew as again:
             self._emit(ev.WorkflowContinuedAsNew(input=again.inputs))
         except asyncio.CancelledError as exc:

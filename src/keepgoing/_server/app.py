@@ -14,16 +14,25 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.routing import Route
 
-from keepgoing import __version__
 from keepgoing._clock import Clock, system_clock
+from keepgoing._gateway import http as gateway_http
+from keepgoing._gateway.config import GatewayConfig, load_config
+from keepgoing._gateway.service import Gateway
+from keepgoing._groups.service import group_autoscaler
 from keepgoing._server.context import ServerContext
-from keepgoing._server.defaults import DEFAULT_MAX_BODY
+from keepgoing._server.defaults import DEFAULT_LONG_POLL_MAX, DEFAULT_MAX_BODY, DEFAULT_STREAM_MAX
+from keepgoing._server.door import Door
 from keepgoing._server.errors import install_error_handlers
 from keepgoing._server.middleware import AccessLog, BodyLimit
 from keepgoing._server.routes import ROUTERS
-from keepgoing._services.orchestrator import Orchestrator
+from keepgoing._server.routing import RunPaths
+from keepgoing._server.schemas import MAX_VERSION
+from keepgoing._server.ui import Session, mount_ui
 from keepgoing._store.protocol import Store
+from keepgoing._version import __version__
+from keepgoing._worker.orchestrator import Orchestrator
 
 __all__ = ["create_app"]
 
@@ -31,7 +40,7 @@ DESCRIPTION = """\
 Start runs, read their state and history, wait for results, send messages,
 publish events, cancel runs, and manage tokens.
 
-Every call but `/healthz` needs `Authorization: Bearer <token>`; create the
+Every call but `/healthz` and `/readyz` needs `Authorization: Bearer <token>`; create the
 first token with `keepgoing token create`. Errors are JSON
 `{"code", "message", "details"}` with a stable `code`.
 """
@@ -44,43 +53,64 @@ def create_app(
     services: bool = True,
     clock: Clock = system_clock,
     max_body: int = DEFAULT_MAX_BODY,
-    long_poll_max: float = 30.0,
+    long_poll_max: float = DEFAULT_LONG_POLL_MAX,
+    stream_max: float = DEFAULT_STREAM_MAX,
     services_interval: float = 0.25,
+    groups: bool = True,
+    ui: bool = True,
+    gateway: GatewayConfig | None = None,
 ) -> FastAPI:
     """The keepgoing HTTP API on ``store``.
 
     Args:
         store: where runs live; opened at start-up and closed at shutdown.
         auth: require tokens. Without it every caller acts as ``anonymous``
-            with every permission, so only ever serve that on loopback.
+            with every permission, so only ever serve that on loopback: the app
+            then answers only loopback ``Host`` names, refuses changes from
+            another browser origin, and creates or revokes no tokens.
         services: run the orchestrator (timers, lease reaping) in this process.
         clock: injected time.
         max_body: the largest request body, in bytes (413 above).
         long_poll_max: the longest a result long poll waits, in seconds.
+        stream_max: the longest an event stream stays open, in seconds.
         services_interval: the longest the orchestrator sleeps between passes.
+        groups: with ``services``, also run the worker-group autoscaler (local
+            backend; not for a store in memory).
+        ui: serve the web UI (:mod:`keepgoing._server.ui`) at ``/``.
+        gateway: the model gateway's configuration (default: ``load_config()``, which
+            reads ``KEEPGOING_CONFIG`` or ``./keepgoing.toml``); served under ``/v1``.
     """
     orchestrator = (
         Orchestrator(store, clock=clock, interval=services_interval) if services else None
     )
+    scaler = group_autoscaler(store, clock=clock) if services and groups else None
     ctx = ServerContext(
         store=store,
         auth=auth,
         clock=clock,
         max_body=max_body,
         long_poll_max=long_poll_max,
+        stream_max=stream_max,
         orchestrator=orchestrator,
     )
+
+    models = Gateway(gateway if gateway is not None else load_config(), store, clock=clock)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await store.open()
         running = asyncio.create_task(orchestrator.run()) if orchestrator else None
+        scaling = asyncio.create_task(scaler.run()) if scaler else None
         try:
             yield
         finally:
+            if scaler is not None and scaling is not None:
+                scaler.request_stop()
+                await scaling
             if orchestrator is not None and running is not None:
                 orchestrator.request_stop()
                 await running
+            await models.aclose()
             await store.close()
 
     app = FastAPI(
@@ -92,11 +122,27 @@ def create_app(
         redoc_url=None,
     )
     app.state.keepgoing = ctx
+    app.state.gateway = models
     install_error_handlers(app)
-    for router in ROUTERS:
+    routers = (*ROUTERS, gateway_http.router)
+    for router in routers:
         app.include_router(router)
+    if ui:
+        mount_ui(app)
+    app.state.allow = [
+        (route.path_regex, frozenset(route.methods or ()))
+        for route in (*app.router.routes, *(r for router in routers for r in router.routes))
+        if isinstance(route, Route)
+    ]
+    # Outermost last: the access log sees every answer; the UI's session turns its cookie
+    # into the bearer token the door checks (and checks CSRF); the door refuses before the
+    # body limit, routing or parsing; RunPaths hands the router ids that contain `/`.
+    app.add_middleware(RunPaths)
+    app.add_middleware(BodyLimit, ctx=ctx)
+    app.add_middleware(Door, ctx=ctx)
+    if ui:
+        app.add_middleware(Session, ctx=ctx)  # the browser's cookie, before the door
     app.add_middleware(AccessLog, ctx=ctx)
-    app.add_middleware(BodyLimit, ctx=ctx)  # outermost: refuses before anything reads
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -112,15 +158,38 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
     )
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-    for operations in schema.get("paths", {}).values():
+    for path, operations in schema.get("paths", {}).items():
         for operation in operations.values():
             responses = operation.get("responses", {})
-            responses.pop("422", None)
+            if "HTTPValidationError" in str(responses.get("422", "")):
+                responses.pop("422")  # FastAPI's: validation errors are our 400s
+            if path.startswith("/v1/"):
+                continue  # the gateway's routes describe their own (OpenAI-shaped) errors
             for status, response in responses.items():
                 if status[0] in "45":  # errors are JSON even where success is text
                     response["content"] = error
     components = schema.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)
+    _integer_bounds(schema)
     app.openapi_schema = schema
     return schema
+
+
+def _integer_bounds(node: Any) -> None:
+    """Give integer bounds back as integers: FastAPI's model of a body schema holds
+    them as floats, which turns the largest version id into 9.223372036854776e+18
+    (and rounds it up past the 64-bit range)."""
+    if isinstance(node, list):
+        for item in node:
+            _integer_bounds(item)
+        return
+    if not isinstance(node, dict):
+        return
+    if node.get("type") == "integer":
+        for bound in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            value = node.get(bound)
+            if isinstance(value, float):
+                node[bound] = MAX_VERSION if value == float(MAX_VERSION) else int(value)
+    for child in node.values():
+        _integer_bounds(child)

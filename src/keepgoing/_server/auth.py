@@ -19,7 +19,6 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from keepgoing._server.context import context
 from keepgoing._server.errors import ApiError
 from keepgoing._server.tokens import hash_secret
 from keepgoing._store.auth_protocol import TokenRecord
@@ -96,26 +95,20 @@ async def authenticate(store: Store, text: str | None) -> Principal:
 
 
 def require(permission: str) -> Any:
-    """A route dependency: authenticate the caller and insist on ``permission``.
+    """A route dependency: insist that the caller the door let in has ``permission``.
 
-    The principal is also left on ``request.state.principal`` for the access log.
+    The door leaves the principal on ``request.state.principal`` (the access log
+    reads it there too).
     """
 
     async def dependency(
         request: Request,
-        credentials: HTTPAuthorizationCredentials | None = Security(bearer),  # noqa: B008
+        _: HTTPAuthorizationCredentials | None = Security(bearer),  # noqa: B008 (documents it)
     ) -> Principal:
-        ctx = context(request)
-        if not ctx.auth:
-            principal = ANONYMOUS
-        else:
-            try:
-                principal = await authenticate(
-                    ctx.store, credentials.credentials if credentials else None
-                )
-            except Unauthenticated as exc:
-                raise ApiError(401, "unauthenticated", str(exc)) from None
-        request.state.principal = principal
+        # The door (keepgoing._server.door) authenticated the caller before routing.
+        principal: Principal | None = getattr(request.state, "principal", None)
+        if principal is None:
+            raise ApiError(401, "unauthenticated", "this call needs a token")
         if not principal.allows(permission):
             raise ApiError(
                 403,
@@ -136,4 +129,7 @@ PublishesEvents = Annotated[Principal, require("events.publish")]
 CancelsRuns = Annotated[Principal, require("runs.cancel")]
 ReadsVolumes = Annotated[Principal, require("volumes.read")]
 WritesVolumes = Annotated[Principal, require("volumes.write")]
+ReadsGroups = Annotated[Principal, require("groups.read")]
+WritesGroups = Annotated[Principal, require("groups.write")]
+KillsInstances = Annotated[Principal, require("groups.kill")]
 Admin = Annotated[Principal, require("admin")]

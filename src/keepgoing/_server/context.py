@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from fastapi import Request
 
 from keepgoing._clock import Clock, system_clock
-from keepgoing._server.defaults import DEFAULT_MAX_BODY
-from keepgoing._services.orchestrator import Orchestrator
+from keepgoing._server.defaults import (
+    DEFAULT_LONG_POLL_MAX,
+    DEFAULT_MAX_BODY,
+    DEFAULT_STREAM_MAX,
+)
 from keepgoing._store.protocol import Store
+from keepgoing._worker.orchestrator import Orchestrator
 
 __all__ = ["Counters", "ServerContext", "context"]
 
@@ -30,9 +35,15 @@ class ServerContext:
     auth: bool = True
     clock: Clock = system_clock
     max_body: int = DEFAULT_MAX_BODY
-    long_poll_max: float = 30.0
+    long_poll_max: float = DEFAULT_LONG_POLL_MAX
+    stream_max: float = DEFAULT_STREAM_MAX
     counters: Counters = field(default_factory=Counters)
     orchestrator: Orchestrator | None = None
+    #: Held while a token is revoked, so two revokes cannot each leave the other last.
+    revoking: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Server-sent event streams open now, and how many may be (a 503 above).
+    streams: int = 0
+    max_streams: int = 200
 
 
 def context(request: Request) -> ServerContext:

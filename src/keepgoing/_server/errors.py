@@ -34,6 +34,7 @@ STATUS: dict[str, int] = {
     errors.PayloadError.code: 400,
     errors.InvalidRequestError.code: 400,
     errors.VolumeError.code: 400,
+    errors.GroupError.code: 400,
     errors.AuthenticationError.code: 401,
     errors.PermissionDeniedError.code: 403,
     errors.WorkflowNotFoundError.code: 404,
@@ -41,11 +42,21 @@ STATUS: dict[str, int] = {
     errors.TokenNotFoundError.code: 404,
     errors.VolumeNotFoundError.code: 404,
     errors.VolumeFileNotFoundError.code: 404,
+    errors.GroupNotFoundError.code: 404,
+    errors.OperationNotFoundError.code: 404,
+    errors.OperationNotUncertainError.code: 409,
+    "invalid_operation_id": 400,
     "not_found": 404,
+    "worker_not_found": 404,
     "method_not_allowed": 405,
     errors.WorkflowAlreadyRunningError.code: 409,
     errors.WorkflowNotRunningError.code: 409,
+    errors.GroupConflictError.code: 409,
+    errors.DeployRefusedError.code: 409,
     errors.PayloadTooLargeError.code: 413,
+    errors.BudgetExceededError.code: 429,
+    errors.GatewayError.code: 502,
+    errors.CassetteMissError.code: 502,
     errors.StoreError.code: 503,
     errors.SchemaVersionError.code: 503,
 }
@@ -87,6 +98,9 @@ def from_keepgoing(exc: errors.KeepgoingError) -> ApiError:
     details: dict[str, Any] = {}
     if isinstance(exc, errors.WorkflowAlreadyRunningError):
         details = {"workflow_id": exc.workflow_id, "run_id": exc.run_id}
+    report = getattr(exc, "report", None)
+    if isinstance(exc, errors.DeployRefusedError) and report is not None:
+        details = {"report": report.to_body()}
     return ApiError(status, code, str(exc), details)
 
 
@@ -114,7 +128,21 @@ def install_error_handlers(app: FastAPI) -> None:
         code = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "http_error"
         )
-        return error_response(exc.status_code, code, str(exc.detail), headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            methods = allowed_methods(request)
+            headers = {**(headers or {}), "Allow": ", ".join(methods)}
+            allowed = ", ".join(methods)
+            message = f"{request.method} is not allowed here; use {allowed}"
+            return error_response(405, code, message, {}, headers)
+        return error_response(exc.status_code, code, str(exc.detail), headers=headers)
+
+    async def not_unicode(_: Request, exc: Exception) -> JSONResponse:
+        # A safety net: the routes refuse lone surrogates by field before this can happen.
+        log.warning("text that is not Unicode reached the store: %s", exc)
+        return error_response(
+            400, errors.PayloadError.code, "the request holds text that is not valid Unicode"
+        )
 
     async def crashed(_: Request, exc: Exception) -> JSONResponse:
         log.error("request failed", exc_info=exc)
@@ -124,7 +152,20 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(errors.KeepgoingError, keepgoing_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(UnicodeEncodeError, not_unicode)
     app.add_exception_handler(Exception, crashed)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (the router only names the first
+    route's), for the ``Allow`` header of a 405. ``app.state.allow`` lists each
+    route's ``(path_regex, methods)``."""
+    path = request.scope.get("path", "")
+    found: set[str] = set()
+    for regex, methods in getattr(request.app.state, "allow", ()):
+        if regex.match(path):
+            found |= set(methods)
+    return sorted(found)
 
 
 def _problems(exc: RequestValidationError) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from keepgoing._gateway.metrics import gateway_series
 from keepgoing._server.context import ServerContext
 from keepgoing._store.observe_protocol import STEP_BUCKETS
 
@@ -63,6 +64,16 @@ async def render(ctx: ServerContext) -> str:
     lines += _family(
         "keepgoing_workers", "gauge", "Registered workers.", [f"keepgoing_workers {len(workers)}"]
     )
+    lines += _family(
+        "keepgoing_worker_hung_threads",
+        "gauge",
+        "Threads still running a sync task body whose attempt timed out, per worker.",
+        (
+            f'keepgoing_worker_hung_threads{{worker="{_label(w.worker_id)}"}} '
+            f"{int(w.info.get('hung_threads', 0) or 0)}"
+            for w in workers
+        ),
+    )
     buckets = [
         f'keepgoing_step_duration_seconds_bucket{{le="{le:g}"}} {n}'
         for le, n in zip(STEP_BUCKETS, steps.buckets, strict=True)
@@ -84,6 +95,7 @@ async def render(ctx: ServerContext) -> str:
         "Task attempts recovered because their worker stopped renewing its lease.",
         [f"keepgoing_lease_expiries_total {steps.lease_expiries}"],
     )
+    lines += gateway_series(await store.gateway_usage_by_model())
     lines += _server_series(ctx)
     return "\n".join(lines) + "\n"
 

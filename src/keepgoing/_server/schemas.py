@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from keepgoing._store.auth_protocol import TokenRecord
+from keepgoing._client.runs import waiting_for
+from keepgoing._store.auth_protocol import PERMISSIONS, TokenRecord
 from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord
-from keepgoing._volumes.types import FileInfo, VersionInfo, VolumeDiff
+from keepgoing._store.volume_records import FileInfo, VersionInfo
+from keepgoing._volumes.paths import NAME_PATTERN
 
 __all__ = [
     "ID_PATTERN",
@@ -103,6 +105,13 @@ class StartBody(_Request):
         description="An idempotency key (32 hex digits): repeating a request with the same "
         "key returns the run it started. It becomes the run id.",
     )
+    strict: bool = Field(
+        False,
+        strict=True,  # a JSON boolean only, as the spec says: not "true" or 1
+        description="Refuse (404 `workflow_not_found`) a workflow name that no worker of "
+        "this store has served. By default such a run is queued and waits for a worker "
+        "that serves its name.",
+    )
 
 
 class StartResult(_Response):
@@ -110,6 +119,11 @@ class StartResult(_Response):
     workflow_id: str
     run_id: str
     created: bool = Field(description="False when an identical start found its run already open.")
+    warning: str | None = Field(
+        default=None,
+        description="Set when no worker has served the name but it is close to names "
+        "that have been served (a likely typo); the run is queued all the same.",
+    )
 
 
 class RunView(_Response):
@@ -130,9 +144,24 @@ class RunView(_Response):
     parent_run_id: str | None = None
     continued_from: str | None = None
     continued_to: str | None = None
+    code_versions: list[str] = Field(
+        default_factory=list,
+        description="The code versions (hashes of the workflow's source file) that have "
+        "run it, oldest first.",
+    )
+    waiting_for: str | None = Field(
+        default=None,
+        description='What a running run waits for that is not there, such as "waiting '
+        'for a worker that serves NAME".',
+    )
+    group_revision: int | None = Field(
+        default=None,
+        description="The revision of the worker group serving its queue when it started.",
+    )
 
     @classmethod
-    def of(cls, run: RunRecord) -> RunView:
+    def of(cls, run: RunRecord, served: set[tuple[str, str]] | None = None) -> RunView:
+        """``served``: the (workflow, queue) pairs live workers serve, for ``waiting_for``."""
         error = run.error
         return cls(
             workflow_name=run.workflow_name,
@@ -154,13 +183,21 @@ class RunView(_Response):
             parent_run_id=run.parent_run_id,
             continued_from=run.continued_from,
             continued_to=run.continued_to,
+            code_versions=list(run.code_versions),
+            waiting_for=waiting_for(run, served) if served is not None else None,
+            group_revision=run.group_revision,
         )
 
 
 class RunList(_Response):
     runs: list[RunView]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as `cursor` for the next page; null at the end."
+    )
     next_offset: int | None = Field(
-        description="Pass as `offset` for the next page; null at the end."
+        default=None,
+        description="Pass as `offset` for the next page (only when paging by `offset`); "
+        "null at the end.",
     )
 
 
@@ -221,6 +258,14 @@ class CancelResult(_Response):
     run: RunView
 
 
+class UnblockBody(_Request):
+    run_id: str | None = Field(None, pattern=ID_PATTERN)
+
+
+class UnblockResult(_Response):
+    run: RunView
+
+
 # -- workers and queues ----------------------------------------------------------------------
 class WorkerView(_Response):
     worker_id: str
@@ -271,7 +316,12 @@ class TokenBody(_Request):
         description="A user token: the user's id. A service token: a label.",
     )
     kind: Literal["user", "service"]
-    permissions: list[str] = Field(min_length=1, max_length=8)
+    permissions: list[str] = Field(
+        min_length=1,
+        max_length=8,
+        json_schema_extra={"items": {"type": "string", "enum": list(PERMISSIONS)}},
+        description="`admin` implies every other permission; a repeat counts once.",
+    )
 
 
 class TokenView(_Response):
@@ -368,6 +418,9 @@ class FileList(_Response):
     ref: str
     version: int | None = Field(description="The version listed; null before the ref's first.")
     files: list[FileView]
+    next_cursor: str | None = Field(
+        None, description="Pass as `cursor` for the next page; null at the end."
+    )
 
 
 class VersionView(_Response):
@@ -414,25 +467,30 @@ class VolumeDiffView(_Response):
     unified: dict[str, str] = Field(
         description="Path -> unified diff, for text files (UTF-8, at most 1 MiB) only."
     )
-
-    @classmethod
-    def of(cls, volume: str, d: VolumeDiff) -> VolumeDiffView:
-        return cls(
-            volume=volume,
-            a=d.a,
-            b=d.b,
-            added=list(d.added),
-            removed=list(d.removed),
-            changed=list(d.changed),
-            unified=dict(d.unified),
-        )
+    next_cursor: str | None = Field(
+        None, description="Pass as `cursor` for the next page; null at the end."
+    )
 
 
 class RollbackBody(_Request):
     version: int = Field(
         ge=1, le=MAX_VERSION, strict=True, description="The version whose content to restore."
     )
-    ref: str = Field("main", min_length=1, max_length=128, description="The ref to move.")
+    ref: str = Field(
+        "main",
+        min_length=1,
+        max_length=128,
+        json_schema_extra={"pattern": NAME_PATTERN},  # checked by the volume rules: volume_error
+        description="The ref to move.",
+    )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        # JSON Schema counts 3.0 as an integer, so the spec allows it: take it as 3.
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
 
 
 class Health(_Response):

@@ -9,22 +9,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
+from starlette.responses import JSONResponse, Response
 
+from keepgoing._gateway.config import GatewayConfig, load_config
 from keepgoing._server.app import create_app
-from keepgoing._server.defaults import DEFAULT_HOST, DEFAULT_MAX_BODY, DEFAULT_PORT
+from keepgoing._server.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_LONG_POLL_MAX,
+    DEFAULT_MAX_BODY,
+    DEFAULT_PORT,
+    DEFAULT_STREAM_MAX,
+)
+from keepgoing._server.door import is_loopback
+from keepgoing._server.errors import error_response
 from keepgoing._server.logging import configure_logging
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import resolve_store_url, store_from_url
-from keepgoing.errors import ConfigurationError
+from keepgoing._store.startup import Opening
+from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
+from keepgoing._version import __version__
+from keepgoing.errors import ConfigurationError, StoreError
 
 __all__ = ["ServeOptions", "bind", "check_bind", "is_loopback", "run_server"]
 
@@ -40,15 +52,10 @@ class ServeOptions:
     log_json: bool = False
     verbose: bool = False
     max_body: int = DEFAULT_MAX_BODY
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    long_poll_max: float = DEFAULT_LONG_POLL_MAX
+    stream_max: float = DEFAULT_STREAM_MAX
+    connect_timeout: float | None = None  # None: wait for the store for as long as it takes
+    gateway_config: str | None = None  # keepgoing.toml with the [gateway] table
 
 
 def check_bind(host: str, port: int, auth: bool) -> None:
@@ -93,65 +100,138 @@ def bind(host: str, port: int) -> socket.socket:
 def run_server(options: ServeOptions, *, stop: threading.Event | None = None) -> None:
     """Serve until SIGINT or SIGTERM (or until ``stop`` is set, from another thread).
 
+    A store that cannot be reached yet is waited for (see :class:`Opening`) while the
+    server listens: ``/healthz`` answers 200, ``/readyz`` and every other call 503.
+
     Raises:
         ConfigurationError: a refused bind address or a bad store URL.
-        StoreError: the store cannot be opened.
+        StoreError: the store refused in a way waiting cannot fix (a wrong password, a
+            missing database), or stayed away past ``connect_timeout``.
     """
     configure_logging(json_lines=options.log_json, verbose=options.verbose)
     check_bind(options.host, options.port, options.auth)
+    gateway = load_config(options.gateway_config)
     store = store_from_url(options.store)
+    opening = Opening(store, timeout=options.connect_timeout)
     sock = bind(options.host, options.port)
     try:
-        asyncio.run(_serve(store, sock, options, stop))
+        asyncio.run(_serve(opening, sock, options, stop, gateway))
     finally:
         sock.close()
 
 
 async def _serve(
-    store: Store, sock: socket.socket, options: ServeOptions, stop: threading.Event | None
+    opening: Opening,
+    sock: socket.socket,
+    options: ServeOptions,
+    stop: threading.Event | None,
+    gateway: GatewayConfig,
 ) -> None:
-    await store.open()  # a broken store fails here, before the server says it is up
+    store = opening.store
     try:
-        await _warn_about(store, options)
-        app = create_app(store, auth=options.auth, max_body=options.max_body)
+        # One attempt before serving: a store that refuses for good fails here, before
+        # the server says it is up; one that is merely unreachable is waited for below.
+        await opening.try_once()
+        gate = _Gate(opening)
         config = uvicorn.Config(
-            app,
+            gate,
             log_config=None,
             access_log=False,
-            lifespan="on",
+            lifespan="off",  # the app's lifespan is entered below, once the store is open
             timeout_graceful_shutdown=5,
             server_header=False,
         )
         server = _Server(config)
+        stopping = asyncio.Event()
+
+        def request_stop() -> None:
+            stopping.set()
+            server.stop()
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, server.stop)
-        host, port = sock.getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
-        log.info(
-            "keepgoing server listening on http://%s:%d (store %s, authentication %s)",
-            shown,
-            port,
-            resolve_store_url(options.store),
-            "on" if options.auth else "OFF",
-            extra={"fields": {"event": "listening", "host": host, "port": port}},
-        )
-        watch = asyncio.create_task(_watch(stop, server)) if stop is not None else None
+            loop.add_signal_handler(sig, request_stop)
+        _log_listening(sock, options, opening)
+        watch = asyncio.create_task(_watch(stop, request_stop)) if stop is not None else None
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        serving.add_done_callback(lambda _: stopping.set())  # uvicorn ended: stop waiting
         try:
-            await server.serve(sockets=[sock])
+            if await opening.wait(stopping):
+                app = create_app(
+                    store,
+                    auth=options.auth,
+                    max_body=options.max_body,
+                    long_poll_max=options.long_poll_max,
+                    stream_max=options.stream_max,
+                    gateway=gateway,
+                )
+                async with app.router.lifespan_context(app):
+                    await _warn_about(store, options)
+                    gate.app = app
+                    await serving
+                log.info("keepgoing server stopped", extra={"fields": {"event": "stopped"}})
         finally:
             if watch is not None:
                 watch.cancel()
+            server.should_exit = True  # the store stayed away, or a stop while waiting
+            await serving
     finally:
         with contextlib.suppress(Exception):
             await store.close()
 
 
-async def _watch(stop: threading.Event, server: _Server) -> None:
+def _log_listening(sock: socket.socket, options: ServeOptions, opening: Opening) -> None:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    log.info(
+        "keepgoing server listening on http://%s:%d (store %s, authentication %s)%s",
+        shown,
+        port,
+        opening.where,
+        "on" if options.auth else "OFF",
+        "; not ready until the store is reachable" if opening.waiting else "",
+        extra={"fields": {"event": "listening", "host": host, "port": port}},
+    )
+
+
+class _Gate:
+    """The ASGI app uvicorn serves: the API once the store is open, and until then
+    answers of its own: ``/healthz`` 200 (the process is alive), ``/readyz`` and
+    everything else 503, so probes and load balancers keep traffic away."""
+
+    def __init__(self, opening: Opening) -> None:
+        self.opening = opening
+        self.app: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.app is not None:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            return  # websockets are refused by uvicorn when the app does not accept
+        path = scope.get("path", "")
+        retry = {"Retry-After": "1"}
+        response: Response
+        if path == "/healthz":
+            response = JSONResponse({"status": "ok", "version": __version__})
+        elif path == "/readyz":
+            body = {"status": "waiting", "detail": "waiting for the store to be reachable"}
+            response = JSONResponse(body, status_code=503, headers=retry)
+        else:
+            response = error_response(
+                503,
+                StoreError.code,
+                "the server is waiting for its store to be reachable; try again shortly",
+                headers=retry,
+            )
+        await response(scope, receive, send)
+
+
+async def _watch(stop: threading.Event, request_stop: Callable[[], None]) -> None:
     # A thread's event: polled, since waiting for it in a thread would hold up shutdown.
     while not stop.is_set():  # noqa: ASYNC110
         await asyncio.sleep(0.1)
-    server.should_exit = True
+    request_stop()
 
 
 class _Server(uvicorn.Server):
@@ -179,5 +259,5 @@ async def _warn_about(store: Store, options: ServeOptions) -> None:
         log.warning(
             "no tokens exist yet; create one with: keepgoing token create --name YOU "
             "--kind user --permissions admin --store %s",
-            resolve_store_url(options.store),
+            redact_url(resolve_store_url(options.store)),
         )

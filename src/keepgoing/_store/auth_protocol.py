@@ -29,6 +29,11 @@ PERMISSIONS: tuple[str, ...] = (
     "runs.cancel",
     "volumes.read",
     "volumes.write",
+    "groups.read",
+    "groups.write",
+    "groups.kill",
+    "workers.kill",
+    "gateway.use",
     "admin",
 )
 

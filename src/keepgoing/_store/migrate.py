@@ -1,6 +1,7 @@
 """Numbered migrations, one folder per dialect, recorded in ``keepgoing_schema``.
 
-Files are ``NNNN_name.sql`` under ``keepgoing/_store/migrations/<dialect>/``;
+Files are ``NNNN_name.sql`` in each dialect's own package
+(``keepgoing/_store/sqlite/migrations/``, ``keepgoing/_store/postgres/migrations/``);
 each is applied once, in order, at start-up.
 """
 
@@ -14,6 +15,11 @@ from keepgoing.errors import SchemaVersionError
 
 __all__ = ["Migration", "load_migrations", "check_version"]
 
+#: Where each dialect's migrations ship (inside the wheel, beside its code).
+_FOLDERS = {
+    "sqlite": "keepgoing._store.sqlite.migrations",
+    "postgresql": "keepgoing._store.postgres.migrations",
+}
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -26,7 +32,7 @@ class Migration:
 
 def load_migrations(dialect: str) -> list[Migration]:
     """Every migration shipped for ``dialect``, in version order."""
-    folder = resources.files("keepgoing._store.migrations").joinpath(dialect)
+    folder = resources.files(_FOLDERS[dialect])
     found = []
     for entry in folder.iterdir():
         match = _NAME.match(entry.name)

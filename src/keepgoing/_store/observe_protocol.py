@@ -5,8 +5,8 @@ are in each state, how deep each queue is, how long steps take, how many
 leases expired, and which runs started in a time window.
 
 Step latency and lease expiries are cumulative since the store was created
-(Prometheus counters): the SQLite store keeps them up to date with triggers
-on its history table, the memory store counts its histories when asked.
+(Prometheus counters): the SQL stores keep them up to date with triggers
+on their history table.
 """
 
 from __future__ import annotations

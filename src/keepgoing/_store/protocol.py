@@ -1,6 +1,6 @@
 """The store protocol: the one boundary between the engine and its storage.
 
-Every backend (``memory``, ``sqlite``, later ``postgresql``) implements
+Every backend (``sqlite``, ``postgres`` and ``memory``) implements
 :class:`Store` and passes the same contract suite (``tests/contract``).
 
 Model
@@ -27,10 +27,13 @@ storage fails. Other errors are listed per method.
 from __future__ import annotations
 
 import abc
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from keepgoing._history.events import Event
 from keepgoing._store.auth_protocol import AuthStore
+from keepgoing._store.gateway_protocol import GatewayStore
+from keepgoing._store.groups_protocol import GroupStore, RevisionStore
+from keepgoing._store.inspect_protocol import InspectStore
 from keepgoing._store.observe_protocol import ObserveStore
 from keepgoing._store.records import (
     ActivationClaim,
@@ -49,13 +52,23 @@ from keepgoing._store.records import (
     TaskOutcome,
     TaskOutcomeResult,
     WorkerRecord,
+    WorkerStop,
 )
 from keepgoing._store.volumes_protocol import VolumeStore
 
 __all__ = ["Store"]
 
 
-class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
+class Store(
+    AuthStore,
+    ObserveStore,
+    InspectStore,
+    VolumeStore,
+    GatewayStore,
+    GroupStore,
+    RevisionStore,
+    abc.ABC,
+):
     """Durable state of every run. One instance per process is enough; it is task-safe."""
 
     url: str = ""
@@ -83,6 +96,22 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
 
         Raises:
             WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
+        """
+
+    @abc.abstractmethod
+    async def start_runs(self, requests: Sequence[StartRequest]) -> list[tuple[RunRecord, bool]]:
+        """Start every run as :meth:`start_run` does, all in one transaction: every
+        one of them is started (and durable) when this returns, or none is.
+
+        A request whose ``run_id`` already names a run of the same workflow name
+        and workflow id is an idempotent repeat: that run, with False (True for a
+        run this call started), in the order of ``requests``.
+
+        Raises:
+            WorkflowAlreadyRunningError: a request's ``workflow_id`` has a run that
+                has not ended (its note names the request); nothing was started.
+            InvalidRequestError: a ``run_id`` already names a run of another
+                workflow name or id; nothing was started.
         """
 
     @abc.abstractmethod
@@ -119,11 +148,15 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         limit: int,
         lease_ttl: float,
         now: float,
+        revision: int | None = None,
     ) -> list[ActivationClaim]:
         """Lease up to ``limit`` runnable runs, oldest runnable first.
 
         Eligible: status ``running``, ``runnable``, ``task_queue`` in ``queues``,
         ``workflow_name`` in ``workflow_names``, and no unexpired activation lease.
+        With ``revision`` (a worker of that group revision) only runs whose
+        ``group_revision`` is that revision or NULL are eligible: a run stays on
+        the revision it started on until it is migrated.
         Each claim sets the lease (owner, ``now + lease_ttl``) and increments the fence.
         """
 
@@ -135,6 +168,43 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         ``commit.fence`` or the run is no longer running. On success the
         activation lease is released, and ``runnable`` is cleared unless an
         input arrived after ``saw_upto``.
+        """
+
+    @abc.abstractmethod
+    async def claim_blocked(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str],
+        versions: Mapping[str, str],
+        limit: int,
+        lease_ttl: float,
+        now: float,
+        revision: int | None = None,
+    ) -> list[ActivationClaim]:
+        """Lease up to ``limit`` blocked runs that code ``versions`` should retry.
+
+        ``revision`` pins as in :meth:`claim_activations`.
+
+        ``versions`` maps each workflow name the worker serves to its code
+        version. Eligible: status ``blocked``, ``task_queue`` in ``queues``,
+        and either the worker's version is not among the run's
+        ``blocked_versions`` or ``retry_blocked_at`` has passed. Each claimed
+        run becomes ``running`` and runnable (``blocked_reason`` cleared) with
+        the activation lease held by ``worker_id`` and its fence incremented;
+        activating it either continues the run or blocks it again.
+        """
+
+    @abc.abstractmethod
+    async def unblock_run(self, workflow_id: str, run_id: str | None, now: float) -> RunRecord:
+        """Make the blocked run of ``workflow_id`` (or exactly ``run_id``) runnable now.
+
+        It becomes ``running``; the next worker that serves it replays it, and
+        blocks it again with the new diff if its code still does not replay.
+
+        Raises:
+            RunNotFoundError: no such run.
+            WorkflowNotRunningError: the run is not blocked (nothing changes).
         """
 
     @abc.abstractmethod
@@ -152,13 +222,16 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         limit: int,
         lease_ttl: float,
         now: float,
+        revision: int | None = None,
     ) -> list[TaskClaim]:
         """Lease up to ``limit`` pending tasks whose ``available_at <= now``.
 
         Eligible: the run's ``task_queue`` is in ``queues`` and the task's name
-        is in ``task_names``. Each claim increments ``attempt`` and the fence,
-        sets ``started_at=now``, ``deadline=now+timeout`` and the lease
-        (``min(now+lease_ttl, deadline+lease_ttl)``).
+        is in ``task_names``. With ``revision``, a task on its run's own queue is
+        eligible only if the run's ``group_revision`` is that revision or NULL (a
+        task routed to a per-task group's queue is eligible for any revision).
+        Each claim increments ``attempt`` and the fence, sets ``started_at=now``,
+        ``deadline=now+timeout`` and the lease (``min(now+lease_ttl, deadline+lease_ttl)``).
         """
 
     @abc.abstractmethod
@@ -214,6 +287,7 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         now: float,
         attempts: Collection[tuple[str, int]] | None = None,
         runs: Collection[str] | None = None,
+        known_through: float | None = None,
     ) -> set[tuple[str, int]]:
         """Extend every lease ``worker_id`` holds, in one go.
 
@@ -223,11 +297,15 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         attempts the worker still holds; an attempt missing from it was lost.
 
         ``attempts`` (task keys) and ``runs`` (activations), when given, are
-        what the worker knows it holds, and only those leases are extended. A
-        lease the store has for the worker that the worker does not know of
-        (a claim whose commit it never heard back from, when its connection
-        dropped during ``COMMIT``) is then left to expire, and the reaper
-        hands the work on instead of it being held forever.
+        what the worker knows it holds, and only those leases are extended.
+        With ``known_through``, the worker vouches that every task lease granted
+        to it before that instant is in ``attempts`` or was never heard of (a
+        claim whose commit answer was lost when its connection dropped during
+        ``COMMIT``): each running attempt it holds that was claimed before then
+        and is not in ``attempts`` is handed back at once, recorded as
+        ``TaskAttemptFailed`` with reason ``"released"`` (the worker never ran
+        it), in the same transaction. A lease granted later is left alone: its
+        answer may still be on its way to the worker.
         """
 
     @abc.abstractmethod
@@ -247,6 +325,9 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
         ``"timeout"`` if ``now`` is past its deadline, else ``"worker_lost"``,
         and retried or failed per ``decide_failure``. Expired activation
         leases are cleared too. Each expired lease is reaped exactly once.
+        Owners with a liveness token (:meth:`hold_liveness`) are judged by it
+        as ``transitions.reap_reason`` says: a living owner keeps an expired
+        attempt lease until the deadline; a gone owner loses every lease now.
         Returns how many task attempts were reaped.
         """
 
@@ -332,6 +413,42 @@ class Store(AuthStore, ObserveStore, VolumeStore, abc.ABC):
     @abc.abstractmethod
     async def deregister_worker(self, worker_id: str) -> None:
         """Remove the worker's registry row."""
+
+    async def hold_liveness(self, worker_id: str) -> str | None:
+        """Take a liveness token for ``worker_id`` that this process holds until
+        :meth:`release_liveness` or its death, and return it, to record as
+        ``WorkerRecord.liveness``; None if this store has no such tokens.
+
+        The lease reaper reads the token of each lease owner that recorded one:
+        held, the owner lives, and an expired lease of its task attempt is kept
+        until the attempt's deadline (its heartbeats may be stalled by a call
+        that holds the GIL); free, the owner's process is gone, and all its
+        leases are taken back at once, expired or not.
+        """
+        return None
+
+    async def release_liveness(self, worker_id: str) -> None:
+        """Give up the token :meth:`hold_liveness` took (after the worker's leases)."""
+        return None
+
+    @abc.abstractmethod
+    async def record_worker_stop(self, stop: WorkerStop, *, now: float) -> int:
+        """Record, before its signal is sent, that ``stop.worker_id`` is being stopped
+        on purpose and why; returns the stop's id for :meth:`settle_worker_stop`.
+
+        Until it is settled the stop is pending: the reaper leaves that worker's
+        attempts alone (for at most ``stops.PENDING_GRACE`` seconds). Each attempt
+        later taken from the worker, by the reaper (``worker_lost``) or by
+        :meth:`release_tasks`, records the newest stop's cause, actor and ``via``
+        in its ``TaskAttemptFailed``; the rules are in ``_store/stops.py`` (a
+        :class:`WorkerStop` with a cause not in ``stops.CAUSES`` cannot be made).
+        """
+
+    @abc.abstractmethod
+    async def settle_worker_stop(self, stop_id: int, *, signalled: bool) -> None:
+        """The signal of stop ``stop_id`` was sent (it explains the worker's losses
+        from now on), or could not be (the process was gone: the stop is removed, so
+        an earlier death keeps no cause). An unknown id changes nothing."""
 
     @abc.abstractmethod
     async def list_workers(self) -> list[WorkerRecord]:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from keepgoing._history.events import ErrorInfo, Event
-from keepgoing._volumes.types import StagedCommit
+from keepgoing._store.stops import CAUSES
+from keepgoing._store.volume_records import StagedCommit
 
 __all__ = [
     "OPEN",
@@ -18,6 +19,7 @@ __all__ = [
     "Lineage",
     "MessageRequest",
     "ActivationClaim",
+    "AttemptLog",
     "ActivationCommit",
     "CommitResult",
     "FastActivation",
@@ -28,6 +30,7 @@ __all__ = [
     "TaskOutcome",
     "TaskOutcomeResult",
     "WorkerRecord",
+    "WorkerStop",
 ]
 
 RunStatus = Literal["running", "blocked", "completed", "failed", "cancelled", "continued"]
@@ -59,6 +62,11 @@ class RunRecord:
     parent_run_id: str | None = None
     continued_from: str | None = None
     continued_to: str | None = None
+    code_versions: tuple[str, ...] = ()
+    blocked_versions: tuple[str, ...] = ()
+    retry_blocked_at: float | None = None
+    #: The revision of the worker group serving its queue when it started (None: no group).
+    group_revision: int | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +169,12 @@ class ActivationCommit:
     ``TimerCancelled`` it cancels that timer. ``WorkflowCompleted`` or
     ``WorkflowFailed`` ends the run (status, result or error, ``ended_at``)
     and cancels its pending timers and tasks. ``blocked_reason`` set (with no
-    commands) appends ``WorkflowBlocked(reason)`` and marks the run blocked.
+    commands) appends ``WorkflowBlocked(reason, code_version)`` and marks the run
+    blocked, to be retried when other code serves it or at ``retry_blocked_at``.
+
+    ``code_version`` is the hash of the source the worker ran: it goes on the
+    marker, joins the run's ``code_versions``, and fills the run's (and its
+    ``WorkflowStarted``'s) version when the start did not know it.
 
     With ``eager_claim`` the tasks it schedules are claimed by ``worker_id`` in
     the same transaction (lease ``lease_ttl``), at most ``eager_limit`` of them.
@@ -178,6 +191,7 @@ class ActivationCommit:
     eager_limit: int = 0
     lease_ttl: float = 15.0
     blocked_reason: str | None = None
+    code_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,6 +214,8 @@ class TaskClaim:
     retry_delay: float | None
     max_worker_losses: int
     image: str | None = None
+    #: The operation id when the step carries on an earlier step's (else ``op-<run>-<cmd>``).
+    operation_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +232,22 @@ class CommitResult:
     fence: int = 0
     eager: list[TaskClaim] = field(default_factory=list)
     saw_upto: int = 0
+
+
+@dataclass(frozen=True)
+class AttemptLog:
+    """What one attempt printed. ``text`` holds at most the worker's bound (64 KiB of
+    UTF-8 by default) with a marker where the rest was cut; ``size`` is how many bytes
+    the attempt wrote in all."""
+
+    run_id: str
+    cmd: int
+    attempt: int
+    worker_id: str
+    at: float
+    text: str
+    size: int
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -240,6 +272,8 @@ class TaskOutcome:
     error: ErrorInfo | None = None
     reason: str = "error"
     volume_commits: tuple[StagedCommit, ...] = ()
+    #: What the attempt printed, stored with the outcome (None: nothing captured).
+    logs: AttemptLog | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +294,7 @@ class FastActivation:
     eager_claim: bool = True
     eager_limit: int = 1
     lease_ttl: float = 15.0
+    code_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -286,3 +321,25 @@ class WorkerRecord:
     started_at: float
     heartbeat_at: float
     info: dict[str, Any] = field(default_factory=dict)
+    liveness: str | None = None  # the worker's liveness token, checked by the lease reaper
+
+
+@dataclass(frozen=True)
+class WorkerStop:
+    """A stop of worker ``worker_id`` that its stopper records before the signal
+    (``cause``: one of ``_store/stops.py``'s ``CAUSES``). ``actor_kind`` and
+    ``actor_id`` say who asked (``"user"``, ``"alice"``); ``via`` where from
+    (``"ui"``, ``"cli"``, ``"api"``, ``"autoscaler"``, ``"worker"``)."""
+
+    worker_id: str
+    cause: str
+    actor_kind: str = ""
+    actor_id: str = ""
+    via: str = ""
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(
+                f"unknown worker stop cause {self.cause!r}; one of {', '.join(CAUSES)}"
+            )

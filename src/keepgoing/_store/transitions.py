@@ -1,7 +1,12 @@
 """Pure rules shared by every store: what happens to a task after an attempt fails.
 
 Errors the task raises and timeouts count against ``retries``; attempts lost
-with their worker count against ``max_worker_losses``, apart from ``retries``.
+with their worker count against ``max_worker_losses``, apart from ``retries``,
+when the loss blames the task (``stops.blames_task``: no known cause, or one
+that points at the task); a loss keepgoing or its operator caused counts
+against neither, and neither does an attempt a stopping worker handed back.
+An attempt that raised ``UncertainOutcome`` (reason ``"uncertain"``) is never
+retried: its write may have happened, so the step waits for a review instead.
 Backoff starts at ``retry_delay``, doubles per failure, is capped, and has
 +/-20% jitter. Without ``retry_delay`` a retry is due at once.
 """
@@ -12,18 +17,24 @@ import random
 from dataclasses import dataclass
 
 from keepgoing._history.events import ErrorInfo
+from keepgoing._store.stops import blames_task
 
 __all__ = [
     "BACKOFF_CAP",
     "PARENT_ENDED",
+    "UNCERTAIN",
     "FailureDecision",
     "backoff",
     "decide_failure",
     "error_of",
+    "lost_error",
+    "reap_reason",
 ]
 
 BACKOFF_CAP = 900.0  # 15 minutes, unless retry_delay itself is longer
 PARENT_ENDED = "the parent workflow ended"  # why a child is cancelled with its parent
+#: The reason of an attempt that raised ``UncertainOutcome``.
+UNCERTAIN = "uncertain"
 _jitter = random.Random()
 
 
@@ -54,14 +65,20 @@ def decide_failure(
     max_worker_losses: int,
     retry_delay: float | None,
     now: float,
+    cause: str | None = None,
 ) -> FailureDecision:
     """Decide the fate of a task whose attempt just failed for ``reason``.
 
-    ``failures`` and ``worker_losses`` are the counts *before* this attempt.
+    ``failures`` and ``worker_losses`` are the counts *before* this attempt;
+    ``cause`` is why the worker stopped, for a loss (``_store/stops.py``).
     """
+    if reason == UNCERTAIN:
+        # The write may have happened: another attempt could apply it twice.
+        return FailureDecision(failures + 1, worker_losses, None)
     if reason in ("worker_lost", "released"):
-        losses = worker_losses + (1 if reason == "worker_lost" else 0)
-        if losses > max_worker_losses:
+        counted = reason == "worker_lost" and blames_task(cause)
+        losses = worker_losses + (1 if counted else 0)
+        if counted and losses > max_worker_losses:
             return FailureDecision(
                 failures,
                 losses,
@@ -70,13 +87,46 @@ def decide_failure(
                 f"{max_worker_losses}); it may be killing its worker, for example by "
                 "running out of memory",
             )
-        # A released attempt (graceful shutdown) is due again at once.
+        # A released attempt (graceful shutdown) is due again at once; a loss
+        # after retry_delay, however many times keepgoing itself caused one.
         delay = 0.0 if reason == "released" else backoff(1, retry_delay)
         return FailureDecision(failures, losses, now + delay)
     failed = failures + 1
     if failed > retries:
         return FailureDecision(failed, worker_losses, None)
     return FailureDecision(failed, worker_losses, now + backoff(failed, retry_delay))
+
+
+def reap_reason(*, expired: bool, past_deadline: bool, owner_alive: bool | None) -> str | None:
+    """Why a running attempt is taken from its worker now, or None to leave it.
+
+    ``owner_alive`` is the lease owner's liveness token: True while its
+    process lives (however long its heartbeats stall, say behind a C call that
+    holds the GIL), False once the process is gone, None when it has none.
+    A gone owner loses its attempts at once, expired or not; a living one
+    keeps an expired lease until the attempt's deadline (a lease it does not
+    know it holds, it hands back itself: ``Store.heartbeat``); without a token
+    the lease's expiry decides. ``"timeout"`` past the deadline, else
+    ``"worker_lost"``.
+    """
+    if owner_alive is False or (expired and (owner_alive is None or past_deadline)):
+        return "timeout" if past_deadline else "worker_lost"
+    return None
+
+
+def lost_error(
+    reason: str, owner: str | None, attempt: int, timeout: float, owner_alive: bool | None
+) -> ErrorInfo:
+    """What a reaped attempt records (both stores)."""
+    if reason == "timeout":
+        return ErrorInfo(
+            type="TimeoutError", message=f"attempt {attempt} exceeded its timeout of {timeout:g}s"
+        )
+    if owner_alive is False:
+        return ErrorInfo(type="keepgoing.WorkerLost", message=f"worker {owner} is gone")
+    return ErrorInfo(
+        type="keepgoing.WorkerLost", message=f"worker {owner} stopped renewing its lease"
+    )
 
 
 def error_of(exc: Exception) -> ErrorInfo:

@@ -5,7 +5,7 @@ Accepted forms::
     sqlite:///relative/path.db        relative to the working directory
     sqlite:////absolute/path.db
     sqlite:///path.db?synchronous=normal
-    sqlite://   or   memory://        in memory, this process only
+    sqlite://   or   memory://        SQLite in memory, this store object only
     postgresql://user@host:5432/db    PostgreSQL, shared by many machines
     postgresql://...?pool_max=16      pool_min, pool_max, outage_timeout; libpq parameters
 """
@@ -13,6 +13,7 @@ Accepted forms::
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from keepgoing._store.protocol import Store
@@ -33,12 +34,20 @@ def resolve_store_url(url: str | None = None) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***`` (for logs and messages)."""
+    """``url`` with its password, if any, replaced by ``***`` (for logs and messages):
+    the one after the user name, and a ``password=`` query parameter."""
     parts = urlsplit(url)
-    if not parts.password:
-        return url
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + parts.netloc.rpartition("@")[2]))
+    query = _QUERY_PASSWORD.sub(r"\1***", parts.query)
+    if not parts.password and query == parts.query:
+        return url  # unchanged (urlunsplit would also respell ``sqlite:///``)
+    netloc = parts.netloc
+    if parts.password:
+        user = f"{parts.username}:***@" if parts.username else ":***@"
+        netloc = user + netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+_QUERY_PASSWORD = re.compile(r"((?:^|&)(?:password|sslpassword)=)[^&]*", re.IGNORECASE)
 
 
 def store_from_url(url: str | None = None) -> Store:
@@ -51,10 +60,7 @@ def store_from_url(url: str | None = None) -> Store:
     if not isinstance(text, str):
         raise InvalidStoreURLError(f"a store URL must be a string, not {type(text).__name__}")
     if text in ("memory://", "sqlite://", "sqlite:///:memory:"):
-        if text == "memory://":
-            from keepgoing._store.memory import MemoryStore  # noqa: PLC0415
-
-            return MemoryStore()
+        # ``memory://`` is another spelling of ``sqlite://``: SQLite in memory.
         from keepgoing._store.sqlite import SqliteStore  # noqa: PLC0415
 
         return SqliteStore(":memory:", url=text)

@@ -8,7 +8,7 @@ Model
   (content hash, size, updated_at). Versions are never deleted.
 * A **ref** names a head version (or none yet). ``fork`` makes a new ref at
   a version of another. Commits move a ref's head by compare-and-set: the
-  change set of a :class:`~keepgoing._volumes.types.StagedCommit` is applied
+  change set of a :class:`~keepgoing._store.volume_records.StagedCommit` is applied
   to the head the commit finds, and re-applied if the head moved meanwhile,
   so two writers that commit at once both land and no update is lost.
 * Content is stored content-addressed (SHA-256), in content-defined chunks
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import abc
 
-from keepgoing._volumes.types import CommitOrigin, FileInfo, StagedCommit, VersionInfo
+from keepgoing._store.volume_records import CommitOrigin, FileInfo, StagedCommit, VersionInfo
 
 __all__ = ["VolumeStore"]
 

@@ -1,7 +1,7 @@
 """How a synchronous :class:`~keepgoing.Volume` reaches the asynchronous store.
 
 Every store call runs on one private event loop on a daemon thread (a
-:class:`~keepgoing._api.portal.Portal`), whatever thread the caller is on. So
+:class:`~keepgoing._portal.Portal`), whatever thread the caller is on. So
 the same code works in a script, in a sync task (a worker thread) and in an
 async task (on the worker's loop, which the call blocks briefly but never
 needs: the store answers on the portal's loop).
@@ -18,7 +18,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from keepgoing._api.portal import Portal
+from keepgoing._portal import Portal
 from keepgoing._store.protocol import Store
 from keepgoing._store.url import resolve_store_url, store_from_url
 

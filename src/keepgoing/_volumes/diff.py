@@ -5,9 +5,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
-from keepgoing._volumes.types import FileInfo, VolumeDiff
+from keepgoing._store.volume_records import FileInfo, VolumeDiff
 
-__all__ = ["TEXT_LIMIT", "compare", "listing"]
+__all__ = ["TEXT_LIMIT", "changes", "compare", "listing", "text_of", "unified"]
 
 TEXT_LIMIT = 1024 * 1024
 
@@ -25,22 +25,45 @@ def compare(
     """
     before = {f.path: f for f in old}
     after = {f.path: f for f in new}
-    added = sorted(after.keys() - before.keys())
-    removed = sorted(before.keys() - after.keys())
-    changed = sorted(p for p in before.keys() & after.keys() if before[p].hash != after[p].hash)
-    unified: dict[str, str] = {}
+    added, removed, changed = changes(before, after)
+    found: dict[str, str] = {}
     for path in (*added, *removed, *changed):
         left = _text(read, a, before.get(path))
         right = _text(read, b, after.get(path))
         if left is not None and right is not None:
-            lines = difflib.unified_diff(
-                left.splitlines(keepends=True),
-                right.splitlines(keepends=True),
-                fromfile=f"a/{path}" if path in before else "/dev/null",
-                tofile=f"b/{path}" if path in after else "/dev/null",
-            )
-            unified[path] = "".join(_terminated(line) for line in lines)
-    return VolumeDiff(a, b, added, removed, changed, unified)
+            found[path] = unified(path, left, right, path in before, path in after)
+    return VolumeDiff(a, b, added, removed, changed, found)
+
+
+def changes(
+    before: dict[str, FileInfo], after: dict[str, FileInfo]
+) -> tuple[list[str], list[str], list[str]]:
+    """The paths ``(added, removed, changed)`` from ``before`` to ``after``, each sorted."""
+    added = sorted(after.keys() - before.keys())
+    removed = sorted(before.keys() - after.keys())
+    changed = sorted(p for p in before.keys() & after.keys() if before[p].hash != after[p].hash)
+    return added, removed, changed
+
+
+def unified(path: str, left: str, right: str, in_before: bool, in_after: bool) -> str:
+    """The unified diff of one file's text (``""`` for a side where it is absent)."""
+    lines = difflib.unified_diff(
+        left.splitlines(keepends=True),
+        right.splitlines(keepends=True),
+        fromfile=f"a/{path}" if in_before else "/dev/null",
+        tofile=f"b/{path}" if in_after else "/dev/null",
+    )
+    return "".join(_terminated(line) for line in lines)
+
+
+def text_of(data: bytes) -> str | None:
+    """``data`` as text, or None when it is binary (a NUL byte) or not UTF-8."""
+    if b"\x00" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def listing(files: list[FileInfo], prefix: str, recursive: bool) -> list[FileInfo]:
@@ -73,13 +96,7 @@ def _text(
         return ""
     if f.size > TEXT_LIMIT:
         return None
-    data = read(version, f.path)
-    if b"\x00" in data:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return text_of(read(version, f.path))
 
 
 def _terminated(line: str) -> str:

@@ -14,6 +14,9 @@ from keepgoing.errors import VolumeError
 
 __all__ = [
     "DEFAULT_MAX_FILE_SIZE",
+    "NAME_PATTERN",
+    "PATH_PATTERN",
+    "PREFIX_PATTERN",
     "MAX_PATH_BYTES",
     "check_name",
     "check_size",
@@ -25,12 +28,25 @@ __all__ = [
 DEFAULT_MAX_FILE_SIZE = 64 * 1024 * 1024
 MAX_PATH_BYTES = 1024
 _SIZE_ENV = "KEEPGOING_VOLUME_MAX_FILE_SIZE"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# The rules above as JSON Schema patterns, for the HTTP API's spec. A path: not
+# absolute, no `..` segment, some segment other than "" and ".", no control character.
+PATH_PATTERN = (
+    r"^(?![/\\])(?!(?:[^/]*/)*\.\.(?:/|$))"
+    r"(?=(?:[^/]*/)*(?:[^/.]|\.[^/.]|\.\.[^/])[^/]*(?:/|$))[^\x00-\x1f\x7f]+$"
+)
+#: A listing prefix: the same, or only `/` and `.` (the whole volume), or empty.
+PREFIX_PATTERN = r"^(?!(?:[^/]*/)*\.\.(?:/|$))(?:[/.]*|(?![/\\])[^\x00-\x1f\x7f]*)$"
+#: Volume and ref names.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_NAME = re.compile(NAME_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def normalise_path(path: object, what: str = "path") -> str:
+def normalise_path(path: object, what: str = "path", *, check_length: bool = True) -> str:
     """``path`` as a clean relative ``a/b/c`` path.
+
+    ``check_length=False`` is for a lookup: a path longer than any stored one
+    is not wrong to ask for, it just finds nothing.
 
     Raises:
         VolumeError: not a string, empty, absolute, with a ``..`` segment, or with
@@ -49,17 +65,17 @@ def normalise_path(path: object, what: str = "path") -> str:
     if not parts:
         raise VolumeError(f"{what} {text!r} names no file")
     clean = "/".join(parts)
-    if len(clean.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+    if check_length and len(clean.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
         raise VolumeError(f"{what} is longer than {MAX_PATH_BYTES} bytes")
     return clean
 
 
-def folder_prefix(prefix: object) -> str:
+def folder_prefix(prefix: object, *, check_length: bool = True) -> str:
     """A listing prefix: ``""`` for the whole volume, else a normalised folder path."""
     text = _as_text(prefix, "prefix")
     if text.strip("/.") == "" and ".." not in text:
         return ""
-    return normalise_path(text, "prefix")
+    return normalise_path(text, "prefix", check_length=check_length)
 
 
 def check_name(name: object, what: str) -> str:

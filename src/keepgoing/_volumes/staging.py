@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from keepgoing._volumes.types import FileInfo, StagedCommit
+from keepgoing._store.volume_records import FileInfo, StagedCommit
 from keepgoing.errors import VolumeError
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from keepgoing._clock import system_clock
 from keepgoing._store.protocol import Store
+from keepgoing._store.volume_records import FileInfo, StagedCommit, VersionInfo, VolumeDiff
 from keepgoing._volumes import access, diff
 from keepgoing._volumes.paths import (
     check_name,
@@ -24,7 +25,6 @@ from keepgoing._volumes.paths import (
     normalise_path,
 )
 from keepgoing._volumes.staging import HEAD, AttemptVolumes, Head, Stage, current_attempt
-from keepgoing._volumes.types import FileInfo, StagedCommit, VersionInfo, VolumeDiff
 from keepgoing.errors import VolumeError, VolumeFileNotFoundError, VolumeNotFoundError
 
 __all__ = ["Volume"]

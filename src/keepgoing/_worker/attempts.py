@@ -9,29 +9,26 @@ import functools
 import inspect
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
-from keepgoing._api.task import TaskDefinition
+from keepgoing import _tracing as tracing
+from keepgoing._clock import Clock
 from keepgoing._history.events import ErrorInfo
-from keepgoing._payload import check_json
+from keepgoing._payload import plain
 from keepgoing._runtime.context import TaskContext, task_context
 from keepgoing._runtime.instance import error_info
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import TaskClaim
+from keepgoing._store.records import AttemptLog, TaskClaim, TaskOutcome
+from keepgoing._store.transitions import UNCERTAIN
+from keepgoing._store.volume_records import StagedCommit
 from keepgoing._volumes.staging import AttemptVolumes, attempt_volumes
-from keepgoing._volumes.types import StagedCommit
+from keepgoing._worker import logs
+from keepgoing._worker.redact import redact_error
+from keepgoing._worker.threads import TaskThreads
+from keepgoing._workflow.task import TaskDefinition
+from keepgoing.errors import UncertainOutcome
 
-__all__ = ["AttemptResult", "run_attempt"]
-
-
-@dataclass(frozen=True)
-class AttemptResult:
-    ok: bool
-    result: Any = None
-    error: ErrorInfo | None = None
-    reason: str = "error"
-    volume_commits: tuple[StagedCommit, ...] = ()
+__all__ = ["run_attempt"]
 
 
 async def run_attempt(
@@ -39,15 +36,19 @@ async def run_attempt(
     claim: TaskClaim,
     *,
     worker_id: str,
-    remaining: float,
+    clock: Clock,
     executor: Executor | None,
     store: Store | None = None,
-) -> AttemptResult:
-    """Run the attempt within ``remaining`` seconds; never raises for the task's own errors.
+    capture_logs: bool = False,
+) -> TaskOutcome:
+    """Run the attempt until the claim's deadline and return its outcome, stamped by ``clock``.
 
-    A sync task that overruns keeps its thread, but its late result is discarded.
-    With ``store``, volume writes are staged and returned with a successful
-    result (to commit with the completion); any other outcome drops them.
+    Never raises for the task's own errors: they are the outcome. A sync task that
+    overruns keeps its thread (counted as hung by ``TaskThreads``), but its late
+    result is discarded. With ``store``, volume writes are staged and returned with
+    a successful outcome (to commit with the completion); any other outcome drops them.
+    With ``capture_logs``, what the attempt prints and logs goes with its outcome
+    (``keepgoing._worker.logs``).
     """
     ctx = TaskContext(
         run_id=claim.run_id,
@@ -56,50 +57,156 @@ async def run_attempt(
         name=claim.name,
         attempt=claim.attempt,
         worker_id=worker_id,
+        operation=claim.operation_id,
     )
     staged = None
     if store is not None:
         staged = AttemptVolumes(
             store, run_id=claim.run_id, cmd=claim.cmd, attempt=claim.attempt, task_name=claim.name
         )
+    value: Any = None
+    error: ErrorInfo | None = None  # set when the attempt failed
+    reason = "error"
+    capture = _capture() if capture_logs else None
     token = task_context.set(ctx)
     volumes_token = attempt_volumes.set(staged)
+    capture_token = logs.current.set(capture)
+    spans = contextlib.ExitStack()
+    current_span = spans.enter_context(_step_span(claim))
     try:
-        async with asyncio.timeout(max(remaining, 0.0)) as scope:
+        async with asyncio.timeout(max(claim.deadline - clock.now(), 0.0)) as scope:
             try:
                 value = await _body(definition, claim, executor)
             except TimeoutError as exc:
                 if scope.expired():
                     raise
-                return AttemptResult(ok=False, error=error_info(exc), reason="error")
+                error = error_info(exc)
             except Exception as exc:  # the task's own failure: recorded, maybe retried
-                return AttemptResult(ok=False, error=error_info(exc), reason="error")
+                error, reason = error_info(exc), _reason(exc)
+            except BaseException as exc:
+                # sys.exit(), SystemExit, KeyboardInterrupt raised by the task's code are
+                # its failure too, not the worker's; only the engine's own cancellation
+                # (a timeout, a lost lease, a shutdown) goes on up.
+                if _engine_signal(exc):
+                    raise
+                error = error_info(exc)
     except TimeoutError:
         message = f"attempt {claim.attempt} exceeded its timeout of {claim.timeout:g}s"
-        return AttemptResult(
-            ok=False, error=ErrorInfo(type="TimeoutError", message=message), reason="timeout"
-        )
+        error, reason = ErrorInfo(type="TimeoutError", message=message), "timeout"
     finally:
         # A destroyed attempt closes in another context, where the token is foreign.
         with contextlib.suppress(ValueError):
             task_context.reset(token)
         attempt_volumes.reset(volumes_token)
+        with contextlib.suppress(ValueError):
+            logs.current.reset(capture_token)
         # Closing the stages here means a timed-out task's late writes are refused.
         commits = staged.commits() if staged is not None else ()
-    try:
-        check_json(value, f"the result of task {claim.name!r}")
-    except Exception as exc:
-        return AttemptResult(ok=False, error=error_info(exc), reason="error")
-    return AttemptResult(ok=True, result=value, volume_commits=commits)
+        if error is not None:
+            tracing.mark_error(current_span, f"{error.type}: {error.message}")
+        spans.close()
+    if error is None:
+        try:
+            # The decoded copy is what the workflow gets, live or in replay: a tuple
+            # becomes a list and the task's objects are never shared with it.
+            value = plain(value, f"task {claim.name!r} returned a value no store can carry: result")
+        except Exception as exc:  # a failed attempt, counted against retries
+            error = error_info(exc)
+    # An attempt that printed nothing stores nothing: no extra row on the hot path.
+    log = _log(capture, claim, worker_id, clock) if capture is not None and capture.size else None
+    if error is None:
+        return _outcome(claim, worker_id, clock, result=value, volume_commits=commits, logs=log)
+    return _outcome(claim, worker_id, clock, error=error, reason=reason, logs=log)
+
+
+def _capture() -> logs.Capture:
+    """A capture of what the attempt prints and logs (the router installed first)."""
+    logs.install()
+    return logs.Capture()
+
+
+def _step_span(claim: TaskClaim) -> contextlib.AbstractContextManager[Any]:
+    """The attempt's trace span, or nothing when tracing is off."""
+    if not tracing.enabled():
+        return contextlib.nullcontext()
+    return tracing.span(
+        f"step {claim.name}",
+        {
+            "keepgoing.run_id": claim.run_id,
+            "keepgoing.workflow_id": claim.workflow_id,
+            "keepgoing.step": claim.cmd,
+            "keepgoing.task": claim.name,
+            "keepgoing.attempt": claim.attempt,
+        },
+    )
+
+
+def _log(capture: logs.Capture, claim: TaskClaim, worker_id: str, clock: Clock) -> AttemptLog:
+    text, size, truncated = capture.finish()
+    return AttemptLog(
+        run_id=claim.run_id,
+        cmd=claim.cmd,
+        attempt=claim.attempt,
+        worker_id=worker_id,
+        at=clock.now(),
+        text=text,
+        size=size,
+        truncated=truncated,
+    )
+
+
+def _outcome(
+    claim: TaskClaim,
+    worker_id: str,
+    clock: Clock,
+    *,
+    result: Any = None,
+    error: ErrorInfo | None = None,
+    reason: str = "error",
+    volume_commits: tuple[StagedCommit, ...] = (),
+    logs: AttemptLog | None = None,
+) -> TaskOutcome:
+    """The outcome of ``claim``'s attempt, stamped now: it returned ``result`` unless ``error``."""
+    return TaskOutcome(
+        run_id=claim.run_id,
+        cmd=claim.cmd,
+        fence=claim.fence,
+        worker_id=worker_id,
+        attempt=claim.attempt,
+        started_at=claim.started_at,
+        now=clock.now(),
+        ok=error is None,
+        result=result,
+        error=None if error is None else redact_error(error),
+        reason=reason,
+        volume_commits=volume_commits,
+        logs=logs,
+    )
+
+
+def _reason(exc: Exception) -> str:
+    """Why the attempt failed: UncertainOutcome is never retried (the step goes to review)."""
+    return UNCERTAIN if isinstance(exc, UncertainOutcome) else "error"
+
+
+def _engine_signal(exc: BaseException) -> bool:
+    """True for a cancellation the engine asked for, which must reach the engine."""
+    if isinstance(exc, GeneratorExit):
+        return True
+    if isinstance(exc, asyncio.CancelledError):
+        task = asyncio.current_task()
+        return task is None or task.cancelling() > 0
+    return False
 
 
 async def _body(
     definition: TaskDefinition[..., Any], claim: TaskClaim, executor: Executor | None
 ) -> Any:
-    if definition.reconcile is not None and claim.attempt > 1:
+    # A reviewed retry (its own operation id set) looks its operation up on attempt 1 too.
+    if definition.reconcile is not None and (claim.attempt > 1 or claim.operation_id):
         found = await _call(
             definition.reconcile,
-            (f"op-{claim.run_id}-{claim.cmd}", *claim.args),
+            (claim.operation_id or f"op-{claim.run_id}-{claim.cmd}", *claim.args),
             claim.kwargs,
             executor,
         )
@@ -117,10 +224,17 @@ async def _call(
     """One adapter for sync and async callables: async on this loop, sync in a thread."""
     if inspect.iscoroutinefunction(fn):
         return await fn(*args, **kwargs)
-    loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     call = functools.partial(context.run, fn, *args, **kwargs)
-    result = await loop.run_in_executor(executor, call)
+    if executor is None:
+        result = await asyncio.get_running_loop().run_in_executor(None, call)
+    else:
+        running = executor.submit(call)
+        try:
+            result = await asyncio.wrap_future(running)
+        finally:
+            if not running.done() and isinstance(executor, TaskThreads):
+                executor.abandon(running)  # its attempt ended: the thread is hung
     if inspect.isawaitable(result):
         return await result
     return result

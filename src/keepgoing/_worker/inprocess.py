@@ -1,6 +1,6 @@
 """The in-process orchestrator: ``await my_workflow(...)`` without a server.
 
-The same engine on an in-memory store, with tasks on the calling event loop
+The same engine on a private SQLite store in memory, with tasks on the calling event loop
 (sync ones in threads). Under :func:`keepgoing.testing.fake_clock` the clock
 jumps to the next due timer whenever nothing else can happen, so a workflow
 that sleeps for two days finishes in milliseconds.
@@ -16,16 +16,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from keepgoing._api.messages import pending_local_messages
 from keepgoing._clock import Clock, system_clock
-from keepgoing._store.memory import MemoryStore
 from keepgoing._store.records import TERMINAL, MessageRequest, RunRecord, StartRequest
+from keepgoing._store.sqlite import SqliteStore
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing._worker.worker import Worker
+from keepgoing._workflow.messages import pending_local_messages
 from keepgoing.errors import WorkflowBlockedError, WorkflowCancelledError, WorkflowFailedError
 
 if TYPE_CHECKING:
-    from keepgoing._api.workflow import WorkflowDefinition
+    from keepgoing._workflow.workflow import WorkflowDefinition
 
 __all__ = ["JumpingClock", "drive", "local_clock", "run_in_process", "use_clock"]
 
@@ -62,7 +62,7 @@ async def run_in_process(definition: WorkflowDefinition[..., Any], inputs: dict[
         Exception: whatever the workflow raised, as the same object.
     """
     clock = local_clock()
-    store = MemoryStore()
+    store = SqliteStore(":memory:", url="sqlite://")
     await store.open()
     settings = WorkerSettings(
         queues=(LOCAL_QUEUE,), concurrency=64, lease_ttl=3600.0, heartbeat_interval=60.0
@@ -127,6 +127,11 @@ async def _drive(worker: Worker, run_id: str, settle_children: bool) -> RunRecor
         if hasattr(clock, "jump_to") and worker.running_attempts == 0:
             wake = await worker.store.next_wakeup()
             if wake is None:
+                # The last attempt's outcome may have landed since this pass's claims
+                # (the store commits on its own thread): a run made runnable is no
+                # wake-up, so look once more before giving up.
+                if await worker.tick():
+                    continue
                 raise RuntimeError(
                     f"workflow {run.workflow_name!r} is waiting for something that cannot "
                     "happen in this process (nothing is scheduled)"

@@ -8,9 +8,25 @@ import sys
 import traceback
 from types import ModuleType
 
-from keepgoing.errors import WorkerImportError
+from keepgoing.errors import ConfigurationError, WorkerImportError
 
-__all__ = ["load_file"]
+__all__ = ["load_file", "task_queues_from_env"]
+
+
+def task_queues_from_env() -> dict[str, str]:
+    """``KEEPGOING_TASK_QUEUES`` (``task=queue,...``, set by a worker group's backend):
+    the tasks whose calls go to the queue of their own group.
+
+    Raises:
+        ConfigurationError: an entry is not ``task=queue``.
+    """
+    routes: dict[str, str] = {}
+    for entry in filter(None, os.environ.get("KEEPGOING_TASK_QUEUES", "").split(",")):
+        task, sep, queue = entry.partition("=")
+        if not sep or not task.strip() or not queue.strip():
+            raise ConfigurationError(f"KEEPGOING_TASK_QUEUES: {entry!r} is not task=queue")
+        routes[task.strip()] = queue.strip()
+    return routes
 
 
 def load_file(path: str) -> ModuleType:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from keepgoing._api.durations import parse_duration
+from keepgoing._workflow.durations import parse_duration
 from keepgoing.errors import ConfigurationError
 
 __all__ = ["WorkerSettings"]
@@ -27,6 +27,14 @@ class WorkerSettings:
         cache_size: workflow instances kept in memory (least recently used evicted).
         shutdown_grace: seconds running attempts get to finish on SIGTERM.
         reap_batch: expired leases or due timers handled per pass.
+        blocked_interval: how often blocked runs are looked at for a retry (at
+            start, and then this often; each run's own backoff decides).
+        max_hung_threads: threads left running sync bodies that timed out, past
+            which a worker started by ``keepgoing worker`` hands back its leases and
+            restarts in a fresh process (the only way to end such threads).
+        revision: the worker group revision this worker runs (``KEEPGOING_GROUP_REVISION``,
+            set by the group's backend): it claims only the runs pinned to it. None
+            (a worker started by hand) claims any run on its queues.
     """
 
     queues: tuple[str, ...] = ("default",)
@@ -39,10 +47,17 @@ class WorkerSettings:
     cache_size: int = 1000
     shutdown_grace: float = 10.0
     reap_batch: int = 100
+    blocked_interval: float = 30.0
+    max_hung_threads: int = 8
+    revision: int | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.max_hung_threads < 1:
+            raise ConfigurationError(
+                f"max_hung_threads must be at least 1, not {self.max_hung_threads}"
+            )
         if not self.queues or any(not q or not isinstance(q, str) for q in self.queues):
             raise ConfigurationError(f"queues must be non-empty names, not {self.queues!r}")
         if self.heartbeat_interval * 2 > self.lease_ttl:
@@ -63,5 +78,12 @@ class WorkerSettings:
             values["heartbeat_interval"] = parse_duration(
                 os.environ["KEEPGOING_HEARTBEAT"], what="KEEPGOING_HEARTBEAT"
             )
+        pinned = os.environ.get("KEEPGOING_GROUP_REVISION", "").strip()
+        if pinned:
+            if not pinned.isdigit() or int(pinned) < 1:
+                raise ConfigurationError(
+                    f"KEEPGOING_GROUP_REVISION must be a revision number, not {pinned!r}"
+                )
+            values["revision"] = int(pinned)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

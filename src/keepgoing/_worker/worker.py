@@ -16,28 +16,38 @@ import contextlib
 import heapq
 import logging
 import os
-import random
 import socket
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from keepgoing._api.registry import Registry
-from keepgoing._api.registry import registry as default_registry
 from keepgoing._clock import Clock, system_clock
-from keepgoing._history.events import Event, TimerStarted
-from keepgoing._services.orchestrator import Orchestrator
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import ActivationClaim, TaskClaim, TaskOutcome, WorkerRecord
-from keepgoing._worker.activation import Activator
+from keepgoing._store.records import (
+    ActivationClaim,
+    TaskClaim,
+    TaskOutcome,
+    WorkerRecord,
+    WorkerStop,
+)
+from keepgoing._store.stops import HUNG_RESTART
+from keepgoing._worker import process
+from keepgoing._worker.activation import NOTHING, Activator, FollowUp
 from keepgoing._worker.attempts import run_attempt
+from keepgoing._worker.backoff import backoff
 from keepgoing._worker.cache import InstanceCache
+from keepgoing._worker.claims import ClaimWindow
+from keepgoing._worker.orchestrator import Orchestrator
 from keepgoing._worker.settings import WorkerSettings
+from keepgoing._worker.threads import TaskThreads
+from keepgoing._workflow.registry import Registry
+from keepgoing._workflow.registry import registry as default_registry
 from keepgoing.errors import StoreError
 
 __all__ = ["Worker", "WorkerStats"]
 
 log = logging.getLogger("keepgoing.worker")
+
+STORE_BACKOFF_CAP = 2.0  # seconds, after a store error
 
 
 @dataclass
@@ -89,10 +99,17 @@ class Worker:
         self._reporting: set[tuple[str, int]] = set()  # outcome being written: not lost
         self._stopping = asyncio.Event()
         self._services_due = 0.0
-        self._executor = ThreadPoolExecutor(
-            max_workers=self.settings.concurrency + 4, thread_name_prefix="keepgoing-task"
+        self._executor = TaskThreads(keep_idle=self.settings.concurrency)
+        self.activator = Activator(
+            store,
+            self.cache,
+            clock,
+            self.settings,
+            self.stats,
+            registry=self.registry,
+            worker_id=self.worker_id,
+            room=self._room,
         )
-        self.activator = Activator(self)
         self.services = Orchestrator(
             store,
             clock=clock,
@@ -100,10 +117,25 @@ class Worker:
             batch=self.settings.reap_batch,
         )
         self.abandoned_threads = False  # attempts still in threads after the shutdown grace
-        self.keep_failures = False  # in-process runs re-raise the workflow's own exception
-        self.failures: dict[str, BaseException] = {}
         self._store_errors = 0  # consecutive passes the store failed
         self._activating: set[str] = set()  # runs whose activation lease this worker holds
+        self._claims = ClaimWindow(clock)  # claim-capable calls whose claims are not started
+        self._blocked_due = 0.0  # when blocked runs are next looked at (at start, first)
+        self._backoffs: set[asyncio.Task[None]] = set()  # failed activations, holding a lease
+        self._liveness: str | None = None  # the store's liveness token for this worker
+        self._claimed_at = float("-inf")  # when the last pass claimed
+        self._started_at: float | None = None
+        self._reported_hung = 0  # the hung-thread count in the registry row
+        #: Stop and ask to be replaced by a fresh process when too many threads hang
+        #: (the CLI sets it and re-executes; an in-process worker only reports them).
+        self.replace_when_hung = False
+        self.replace = False  # set when it stopped for that reason
+        #: Capture each attempt's stdout, stderr and logging records and store them
+        #: with its outcome (``_worker/logs.py``); the CLI's worker sets it.
+        self.capture_logs = False
+        #: Record this process's identity (``_worker/process.py``) so the server can
+        #: kill it on request; only a plain ``keepgoing worker`` sets it.
+        self.killable = False
 
     # -- public ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -118,9 +150,25 @@ class Worker:
     def running_attempts(self) -> int:
         return len(self._attempts)
 
+    @property
+    def keep_failures(self) -> bool:
+        """Keep each failed run's own exception in :attr:`failures` (in-process runs)."""
+        return self.activator.keep_failures
+
+    @keep_failures.setter
+    def keep_failures(self, keep: bool) -> None:
+        self.activator.keep_failures = keep
+
+    @property
+    def failures(self) -> dict[str, BaseException]:
+        """The exception each failed run raised, by run id, when :attr:`keep_failures`."""
+        return self.activator.failures
+
     async def run(self) -> None:
         """Serve until :meth:`request_stop`."""
         await self.store.open()
+        # The token first: the reaper reads it for every lease this worker takes.
+        self._liveness = await self.store.hold_liveness(self.worker_id)
         await self.store.register_worker(self._record())
         await self.store.record_workflows(
             list(self.registry.workflows), self.settings.queues, self.clock.now()
@@ -143,7 +191,7 @@ class Worker:
         self._store_errors += 1
         if self._store_errors == 1:
             log.warning("store error (%s); retrying with backoff", exc)
-        delay = random.uniform(0.0, min(2.0, 0.05 * 2 ** min(self._store_errors, 10)))
+        delay = backoff(self._store_errors, cap=STORE_BACKOFF_CAP)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), delay)
 
@@ -153,6 +201,9 @@ class Worker:
         progressed = await self._fire_local_timers(now)
         if self.run_services and now >= self._services_due:
             progressed = await self._services(now)
+        self._claimed_at = self.clock.now()
+        if now >= self._blocked_due:
+            progressed = await self._retry_blocked(now) or progressed
         claims = await self.store.claim_activations(
             worker_id=self.worker_id,
             queues=self.settings.queues,
@@ -160,22 +211,25 @@ class Worker:
             limit=self.settings.activation_batch,
             lease_ttl=self.settings.lease_ttl,
             now=self.clock.now(),
+            revision=self.settings.revision,
         )
         if claims:
             await asyncio.gather(*(self._activate(c) for c in claims))
             progressed = True
         free = self.free_slots()
         if free > 0 and self.registry.tasks:
-            task_claims = await self.store.claim_tasks(
-                worker_id=self.worker_id,
-                queues=self.settings.queues,
-                task_names=list(self.registry.tasks),
-                limit=free,
-                lease_ttl=self.settings.lease_ttl,
-                now=self.clock.now(),
-            )
-            for claim in task_claims:
-                self.spawn(claim)
+            with self._claims.pending():
+                task_claims = await self.store.claim_tasks(
+                    worker_id=self.worker_id,
+                    queues=self.settings.queues,
+                    task_names=list(self.registry.tasks),
+                    limit=free,
+                    lease_ttl=self.settings.lease_ttl,
+                    now=self.clock.now(),
+                    revision=self.settings.revision,
+                )
+                for claim in task_claims:
+                    self.spawn(claim)
             progressed = progressed or bool(task_claims)
         return progressed
 
@@ -186,7 +240,9 @@ class Worker:
             wake = self._timers[0][0]
         now = self.clock.now()
         timeout = self.settings.poll_interval
-        if wake is not None:
+        # An instant that was already due when this pass claimed is work it could not
+        # take (a task for other workers, a lease its living owner keeps): no spin on it.
+        if wake is not None and wake > self._claimed_at:
             timeout = min(timeout, max(0.0, wake - now))
             self._services_due = min(self._services_due, wake)
         if self.run_services:
@@ -208,18 +264,70 @@ class Worker:
     def free_slots(self) -> int:
         return self.settings.concurrency - len(self._attempts)
 
-    # -- timers of cached instances --------------------------------------------------
-    def note_timers(self, run_id: str, commands: list[Event]) -> None:
-        """Remember timers this worker's cached instances started, to fire them on time."""
-        for command in commands:
-            if isinstance(command, TimerStarted):
-                heapq.heappush(self._timers, (command.fire_at, run_id, command.cmd))
+    def _room(self) -> int | None:
+        """Free slots for the next steps a commit claims; None once stopping (it takes none)."""
+        return None if self._stopping.is_set() else self.free_slots()
 
+    def _follow(self, follow: FollowUp) -> None:
+        """Start the attempts a commit claimed for this worker; remember its timers."""
+        if follow is NOTHING:
+            return
+        for claim in follow.claims:
+            self.spawn(claim)
+        for timer in follow.timers:
+            heapq.heappush(self._timers, timer)
+
+    @property
+    def hung_threads(self) -> int:
+        """Threads still running a sync body whose attempt ended (timed out, lost)."""
+        return self._executor.hung
+
+    async def _check_hung(self) -> None:
+        """Report a changed hung-thread count; past the bound, stop to be replaced."""
+        hung = self.hung_threads
+        if hung != self._reported_hung:
+            self._reported_hung = hung
+            await self.store.register_worker(self._record())
+            if hung:
+                log.warning("%d thread(s) still run sync task bodies that timed out", hung)
+        if (
+            hung >= self.settings.max_hung_threads
+            and self.replace_when_hung
+            and not self._stopping.is_set()
+        ):
+            log.error(
+                "%d hung task threads (max_hung_threads=%d): handing back leases and "
+                "restarting this worker in a fresh process",
+                hung,
+                self.settings.max_hung_threads,
+            )
+            self.replace = True
+            await self._record_own_stop()
+            self.request_stop()
+
+    async def _record_own_stop(self) -> None:
+        """Record why this worker restarts before it stops: the attempts it hands back
+        (or, if it cannot, loses) are then ``hung_restart``, counted against neither
+        ``retries`` nor ``max_worker_losses``. The hung attempts themselves already
+        ended with their timeout, which counted against their task's ``retries``:
+        a task that keeps hanging fails by those, and stops causing restarts."""
+        stop = WorkerStop(self.worker_id, HUNG_RESTART, "worker", self.worker_id, "worker")
+        try:
+            stop_id = await self.store.record_worker_stop(stop, now=self.clock.now())
+            await self.store.settle_worker_stop(stop_id, signalled=True)
+        except StoreError as exc:
+            log.warning("could not record why this worker restarts (%s)", exc)
+
+    # -- timers of cached instances --------------------------------------------------
     async def _fire_local_timers(self, now: float) -> bool:
         fired = False
         while self._timers and self._timers[0][0] <= now:
             _, run_id, cmd = heapq.heappop(self._timers)
-            fired = await self.activator.fire_timer(run_id, cmd) or fired
+            with self._claims.pending():
+                follow = await self.activator.fire_timer(run_id, cmd)
+                if follow is not None:
+                    self._follow(follow)
+                    fired = True
         return fired
 
     # -- services -----------------------------------------------------------------
@@ -231,15 +339,52 @@ class Worker:
         return stats.timers_fired + stats.leases_reaped > before
 
     # -- activations ---------------------------------------------------------------
+    def code_versions(self) -> dict[str, str]:
+        """The code version (hash of its source file) of each workflow this worker serves."""
+        return {name: wf.code_version for name, wf in self.registry.workflows.items()}
+
+    async def _retry_blocked(self, now: float) -> bool:
+        """Retry the blocked runs that this code has not tried, or whose backoff is over."""
+        self._blocked_due = now + self.settings.blocked_interval
+        if self.stopping or not self.registry.workflows:
+            return False
+        claims = await self.store.claim_blocked(
+            worker_id=self.worker_id,
+            queues=self.settings.queues,
+            versions=self.code_versions(),
+            limit=self.settings.activation_batch,
+            lease_ttl=self.settings.lease_ttl,
+            now=now,
+            revision=self.settings.revision,
+        )
+        for claim in claims:
+            log.info("retrying blocked run %s with this worker's code", claim.run.run_id)
+        if claims:
+            await asyncio.gather(*(self._activate(c) for c in claims))
+        return bool(claims)
+
     async def _activate(self, claim: ActivationClaim) -> None:
         self._activating.add(claim.run.run_id)
+        hold = None
         try:
-            await self.activator.activate(claim)
+            with self._claims.pending():
+                self._follow(await self.activator.activate(claim))
         except Exception as exc:
-            if isinstance(exc, StoreError):  # the database, not the code: no traceback
-                log.warning("activation of run %s not committed: %s", claim.run.run_id, exc)
-            else:
-                log.exception("activation of run %s failed; it will be retried", claim.run.run_id)
+            hold = await self.activator.failed(claim, exc)
+        finally:
+            if hold is None:
+                self._activating.discard(claim.run.run_id)
+        if hold is not None:
+            # Backoff: the lease is kept (and renewed) meanwhile, so no worker
+            # retries the run at once; then it is released for the next try.
+            task = asyncio.create_task(self._release_later(claim, hold))
+            self._backoffs.add(task)
+            task.add_done_callback(self._backoffs.discard)
+
+    async def _release_later(self, claim: ActivationClaim, delay: float) -> None:
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
             with contextlib.suppress(Exception):
                 await self.store.release_activation(claim.run.run_id, claim.fence)
         finally:
@@ -256,32 +401,19 @@ class Worker:
     async def _attempt(self, claim: TaskClaim) -> None:
         key = (claim.run_id, claim.cmd)
         definition = self.registry.tasks[claim.name]
-        result = await run_attempt(
+        outcome = await run_attempt(
             definition,
             claim,
             worker_id=self.worker_id,
-            remaining=claim.deadline - self.clock.now(),
+            clock=self.clock,
             executor=self._executor,
             store=self.store,
+            capture_logs=self.capture_logs,
         )
         if key in self._lost:
             self._lost.discard(key)
             return
         self._reporting.add(key)
-        outcome = TaskOutcome(
-            run_id=claim.run_id,
-            cmd=claim.cmd,
-            fence=claim.fence,
-            worker_id=self.worker_id,
-            attempt=claim.attempt,
-            started_at=claim.started_at,
-            now=self.clock.now(),
-            ok=result.ok,
-            result=result.result,
-            error=result.error,
-            reason=result.reason,
-            volume_commits=result.volume_commits,
-        )
         try:
             await self._record_outcome(key, outcome)
         except Exception:
@@ -299,13 +431,18 @@ class Worker:
                 # Shielded: once the outcome is being written, its follow-up (the
                 # cached instance's position, the eager claim of the next task)
                 # must not be cut off half way.
-                await asyncio.shield(self.activator.complete(outcome))
+                await asyncio.shield(self._complete(outcome))
                 return
             except StoreError as exc:
                 failures += 1
                 if failures == 1:
                     log.warning("could not record the outcome of task %s (%s); retrying", key, exc)
-                await asyncio.sleep(random.uniform(0.0, min(2.0, 0.05 * 2 ** min(failures, 10))))
+                await asyncio.sleep(backoff(failures, cap=STORE_BACKOFF_CAP))
+
+    async def _complete(self, outcome: TaskOutcome) -> None:
+        """Record the outcome and start what its commit claimed, as one shielded piece."""
+        with self._claims.pending(since=outcome.now):  # its claims are stamped then
+            self._follow(await self.activator.complete(outcome))
 
     # -- leases ---------------------------------------------------------------------
     async def heartbeat_loop(self) -> None:
@@ -314,15 +451,18 @@ class Worker:
             await asyncio.sleep(self.settings.heartbeat_interval)
             before = set(self._attempts) - self._reporting
             try:
-                # Only the leases this worker knows it holds: one the store gave it
-                # in a commit whose answer never arrived is left to expire.
+                # Only the leases this worker knows it holds; one the store gave it
+                # before ``known_through`` that it does not run (a commit whose answer
+                # never arrived) is handed back.
                 held = await self.store.heartbeat(
                     self.worker_id,
                     lease_ttl=self.settings.lease_ttl,
                     now=self.clock.now(),
                     attempts=set(self._attempts),
                     runs=set(self._activating),
+                    known_through=self._claims.known_through(),
                 )
+                await self._check_hung()
             except Exception as exc:
                 log.warning("heartbeat failed (%s); retrying", exc)
                 continue
@@ -344,6 +484,8 @@ class Worker:
             # A sync body cannot be interrupted: once released, its thread must not
             # outlive the process (the CLI exits hard), or the step runs twice.
             self.abandoned_threads = True
+        if self._backoffs:  # they end once stopping is set, releasing their leases
+            await asyncio.gather(*self._backoffs, return_exceptions=True)
         heartbeat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat
@@ -351,12 +493,13 @@ class Worker:
         if released:
             log.info("released %d attempt(s) for other workers", released)
         await self.store.deregister_worker(self.worker_id)
+        await self.store.release_liveness(self.worker_id)
         self.cache.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def stop_local(self) -> None:
         """End an in-process worker: cancel what still runs and free its threads."""
-        attempts = list(self._attempts.values())
+        attempts = [*self._attempts.values(), *self._backoffs]
         for attempt in attempts:
             attempt.cancel()
         if attempts:
@@ -366,16 +509,21 @@ class Worker:
 
     def _record(self) -> WorkerRecord:
         now = self.clock.now()
+        if self._started_at is None:
+            self._started_at = now
         return WorkerRecord(
             worker_id=self.worker_id,
             queues=list(self.settings.queues),
             host=socket.gethostname(),
             pid=os.getpid(),
-            started_at=now,
+            started_at=self._started_at,
             heartbeat_at=now,
+            liveness=self._liveness,
             info={
                 "concurrency": self.settings.concurrency,
                 "workflows": sorted(self.registry.workflows),
                 "tasks": sorted(self.registry.tasks),
+                "hung_threads": self.hung_threads,
+                **({"process": process.identity()} if self.killable else {}),
             },
         )

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from keepgoing._api.client import Client
+from keepgoing._client.client import Client
 from keepgoing._store.url import resolve_store_url
 from keepgoing.errors import ConfigurationError, KeepgoingError
 

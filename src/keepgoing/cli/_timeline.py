@@ -15,6 +15,7 @@ from rich.text import Text
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps
+from keepgoing._store.stops import blames_task, describe
 from keepgoing.cli._common import add_row
 
 __all__ = ["Attempt", "Step", "Timeline", "build", "render", "steps_table"]
@@ -22,6 +23,7 @@ __all__ = ["Attempt", "Step", "Timeline", "build", "render", "steps_table"]
 _STYLE = {
     "completed": "green",
     "failed": "red",
+    "uncertain": "magenta",
     "cancelled": "yellow",
     "retrying": "yellow",
     "running": "cyan",
@@ -39,6 +41,8 @@ class Attempt:
     ended_at: float
     outcome: str  # "ok" | "error" | "timeout" | "worker_lost" | "released"
     error: str = ""
+    #: Why its worker stopped, in words, for a lost or released attempt.
+    why: str = ""
 
     @property
     def duration(self) -> float | None:
@@ -68,6 +72,12 @@ class Timeline:
     notes: list[tuple[float, str, str]] = field(default_factory=list)  # (at, kind, text)
     ended_at: float | None = None
     outcome: str = ""
+    code_versions: list[str] = field(default_factory=list)  # oldest first
+    waiting_for: str = ""
+
+    def saw_version(self, version: str) -> None:
+        if version and version not in self.code_versions:
+            self.code_versions.append(version)
 
 
 def _error(info: ev.ErrorInfo | None) -> str:
@@ -95,13 +105,22 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
             e.run_id,
             e.at,
         )
+        t.saw_version(e.code_version)
         note((e.at, "start", f"started with {_short(e.input.get('kwargs') or e.input)}"))
+    elif isinstance(e, ev.ActivationCompleted):
+        t.saw_version(e.code_version)
+        if t.status == "blocked":  # a retry replayed: the run goes on
+            t.status, t.outcome = "running", ""
+            note((e.at, "code", f"replayed by code {e.code_version or '?'}; running again"))
     elif isinstance(e, ev.TaskScheduled):
         t.steps[e.cmd] = Step(e.cmd, e.name, e.at, e.retries)
     elif isinstance(e, ev.TaskAttemptFailed):
         step = t.steps.get(e.cmd) or t.steps.setdefault(e.cmd, Step(e.cmd, e.name, e.at, 0))
+        why = describe(e.reason, e.cause, e.actor, e.via) or ""
+        if why and e.reason == "worker_lost" and not blames_task(e.cause):
+            why += " (not counted against max_worker_losses)"
         step.attempts.append(
-            Attempt(e.attempt, e.worker, e.started_at, e.at, e.reason, _error(e.error))
+            Attempt(e.attempt, e.worker, e.started_at, e.at, e.reason, _error(e.error), why)
         )
         step.status, step.retry_at = "retrying", e.retry_at
     elif isinstance(e, ev.TaskCompleted):
@@ -110,7 +129,9 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
         step.status, step.retry_at = "completed", None
     elif isinstance(e, ev.TaskFailed):
         step = t.steps.setdefault(e.cmd, Step(e.cmd, e.name, e.at, 0))
-        step.status, step.error, step.retry_at = "failed", _error(e.error), None
+        # An uncertain outcome is not a failure: the step waits for a reviewer's decision.
+        status = "uncertain" if e.reason == "uncertain" else "failed"
+        step.status, step.error, step.retry_at = status, _error(e.error), None
     elif isinstance(e, ev.TaskCancelRequested):
         if e.cmd in t.steps:
             t.steps[e.cmd].status = "cancelled"
@@ -149,7 +170,9 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
     elif isinstance(e, ev.WorkflowContinuedAsNew):
         t.status, t.ended_at, t.outcome = "continued", e.at, f"continued as {e.new_run_id}"
     elif isinstance(e, ev.WorkflowBlocked):
+        t.saw_version(e.code_version)
         t.status, t.outcome = "blocked", e.reason
+        note((e.at, "code", f"blocked: code {e.code_version or '?'} does not replay the history"))
 
 
 def _offset(t: Timeline, at: float | None) -> str:
@@ -169,7 +192,9 @@ def steps_table(t: Timeline, *, title: str | None = None) -> Table:
         last = step.attempts[-1] if step.attempts else None
         retried = max(0, len(step.attempts) - 1)
         attempts = f"{len(step.attempts)}" + (f" ({retried} retried)" if retried else "")
-        error = step.error or next((a.error for a in reversed(step.attempts) if a.error), "")
+        error = step.error or next(
+            (a.why or a.error for a in reversed(step.attempts) if a.why or a.error), ""
+        )
         add_row(
             table,
             str(step.cmd),
@@ -189,7 +214,7 @@ def _attempts_table(t: Timeline) -> Table | None:
     if not rows:
         return None
     table = Table(title="Attempts of retried steps")
-    for column in ("step", "attempt", "outcome", "worker", "duration", "ended", "error"):
+    for column in ("step", "attempt", "outcome", "worker", "duration", "ended", "why"):
         table.add_column(column, overflow="fold")
     for step, a in rows:
         style = "green" if a.outcome == "ok" else "yellow"
@@ -201,7 +226,7 @@ def _attempts_table(t: Timeline) -> Table | None:
             a.worker,
             _seconds(a.duration),
             _offset(t, a.ended_at),
-            a.error,
+            a.why or a.error,
         )
     return table
 
@@ -213,7 +238,12 @@ def render(t: Timeline) -> RenderableType:
         f"workflow id {t.workflow_id}  run {t.run_id}  ",
         (t.status, _STYLE.get(t.status, "")),
     )
-    parts: list[RenderableType] = [header, steps_table(t, title="Steps")]
+    parts: list[RenderableType] = [header]
+    if t.code_versions:
+        parts.append(Text(f"code versions: {', '.join(t.code_versions)}", style="dim"))
+    if t.waiting_for:
+        parts.append(Text(t.waiting_for, style="yellow"))
+    parts.append(steps_table(t, title="Steps"))
     attempts = _attempts_table(t)
     if attempts is not None:
         parts.append(attempts)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+import warnings
 from typing import Annotated
 
 import typer
@@ -13,11 +14,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from keepgoing._api.client import Client
-from keepgoing._api.durations import parse_duration
-from keepgoing._api.runs import WorkflowRun, WorkflowRunHandle
+from keepgoing._client.client import Client
+from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._clock import system_clock
 from keepgoing._payload import dumps
+from keepgoing._workflow.durations import parse_duration
 from keepgoing.cli import _timeline
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (
@@ -29,10 +30,12 @@ from keepgoing.cli._common import (
     cli_errors,
     console,
     emit_json,
+    errors_console,
     fail,
     open_client,
     parse_json,
 )
+from keepgoing.errors import UnknownWorkflowWarning
 
 _ENDED = ("completed", "failed", "cancelled", "continued", "blocked")
 _REFRESH = 0.25
@@ -47,6 +50,9 @@ def run(
     ] = None,
     workflow_id: Annotated[str | None, typer.Option(help="Your id for the run.")] = None,
     queue: Annotated[str | None, typer.Option(help="Task queue (default: default).")] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Refuse a name that no worker has served.")
+    ] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Wait, showing the steps live.")] = False,
     timeout: Annotated[
         float | None, typer.Option(help="With --wait: give up after this many seconds.")
@@ -66,7 +72,13 @@ def run(
     """
     value = parse_json(input, "--input")
     with cli_errors(), open_client(url, token, store) as client:
-        handle = client.trigger_workflow(workflow, value, workflow_id=workflow_id, task_queue=queue)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UnknownWorkflowWarning)
+            handle = client.trigger_workflow(
+                workflow, value, workflow_id=workflow_id, task_queue=queue, strict=strict
+            )
+        for warning in caught:
+            errors_console.print(f"[yellow]warning[/]: {escape(str(warning.message))}")
         if not wait:
             if as_json:
                 emit_json(handle)
@@ -129,54 +141,154 @@ def _when(at: float | None) -> str:
     return dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-@app.command("runs")
+runs_app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback()
 def list_runs(
+    ctx: typer.Context,
     workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
     status: Annotated[
         str | None,
-        typer.Option(help="running, blocked, completed, failed, cancelled or continued."),
+        typer.Option(
+            help="One or several (comma-separated): running, blocked, completed, failed, "
+            "cancelled, continued."
+        ),
     ] = None,
     since: Annotated[
         str | None, typer.Option(help="Only runs created this long ago or less, e.g. 1h.")
     ] = None,
+    until: Annotated[
+        str | None, typer.Option(help="Only runs created more than this long ago, e.g. 10m.")
+    ] = None,
+    id: Annotated[
+        str | None, typer.Option("--id", help="A workflow id or run id, or how it starts.")
+    ] = None,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            "-q",
+            help="Text in the workflow id, run id, workflow name, blocked reason or error.",
+        ),
+    ] = None,
+    needs_patch: Annotated[
+        str | None,
+        typer.Option(help="Runs in flight that have not passed keepgoing.patched(this id)."),
+    ] = None,
+    revision: Annotated[
+        int | None, typer.Option(min=1, help="Only runs pinned to this group revision.")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Page size.")] = 50,
-    offset: Annotated[int, typer.Option(min=0, help="Skip this many runs.")] = 0,
+    cursor: Annotated[
+        str | None, typer.Option(help="Where to go on: the cursor a previous page printed.")
+    ] = None,
+    offset: Annotated[int, typer.Option(min=0, help="Skip this many runs (old paging).")] = 0,
     url: UrlOption = None,
     token: TokenOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List runs, newest first, as a table.
+    """List runs, newest first, as a table, with the cursor of the next page (or:
+    keepgoing runs counts, keepgoing runs unblock ID, keepgoing runs migrate ID).
 
     Example:
 
-        keepgoing runs --status failed --since 1h
+        keepgoing runs --status failed,blocked --since 1h -q "quota"
+
+        keepgoing runs --needs-patch send-receipt
     """
+    if ctx.invoked_subcommand is not None:
+        return
+    now = system_clock.now()
+    after = now - parse_duration(since, what="--since") if since is not None else None
+    before = now - parse_duration(until, what="--until") if until is not None else None
+    next_cursor = None
     with cli_errors(), open_client(url, token, store) as client:
-        after = None
-        if since is not None:
-            after = system_clock.now() - parse_duration(since, what="--since")
-        runs = client.list_runs(
-            workflow=workflow, status=status, limit=limit, offset=offset, created_after=after
-        )
+        if offset:
+            if cursor or id or search or (status and "," in status) or until or needs_patch:
+                raise typer.BadParameter("--offset pages only by --workflow, --status, --since")
+            runs = client.list_runs(
+                workflow=workflow, status=status, limit=limit, offset=offset, created_after=after
+            )
+        else:
+            page = client.page_runs(
+                status=status,
+                workflow=workflow,
+                since=after,
+                until=before,
+                id=id,
+                text=search,
+                limit=limit,
+                cursor=cursor,
+                needs_patch=needs_patch,
+                revision=revision,
+            )
+            runs, next_cursor = page.runs, page.next_cursor
     if as_json:
-        emit_json(runs)
+        emit_json(runs)  # a list, as before; the next page's cursor goes to stderr
+        if next_cursor:
+            typer.echo(f"next cursor: {next_cursor}", err=True)
         return
     table = Table(title=f"{len(runs)} run(s)")
-    for column in ("workflow id", "workflow", "status", "run", "created (UTC)", "took"):
+    for column in ("workflow id", "workflow", "status", "run", "rev", "created (UTC)", "took"):
         table.add_column(column, overflow="fold")
     for r in runs:
         took = f"{r.ended_at - r.created_at:.2f}s" if r.ended_at is not None else ""
         style = _timeline._STYLE.get(r.status, "")
+        shown = Text(r.status, style=style)
+        if r.waiting_for:
+            shown.append(f" ({r.waiting_for})", style="yellow")
         add_row(
             table,
             r.workflow_id,
             r.workflow_name,
-            Text(r.status, style=style),
+            shown,
             r.run_id,
+            "" if r.group_revision is None else str(r.group_revision),
             _when(r.created_at),
             took,
         )
+    console.print(table)
+    if next_cursor:
+        console.print(f"more: keepgoing runs ... --cursor {next_cursor}", markup=False)
+
+
+@runs_app.command("counts")
+def counts(
+    workflow: Annotated[str | None, typer.Option(help="Only runs of this workflow.")] = None,
+    since: Annotated[
+        str | None, typer.Option(help="Only runs created this long ago or less, e.g. 1h.")
+    ] = None,
+    id: Annotated[
+        str | None, typer.Option("--id", help="A workflow id or run id, or how it starts.")
+    ] = None,
+    search: Annotated[
+        str | None, typer.Option("--search", "-q", help="Text, as for keepgoing runs.")
+    ] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """How many runs are in each status (with the filters of keepgoing runs).
+
+    Example:
+
+        keepgoing runs counts --workflow nightly --since 1d
+    """
+    after = system_clock.now() - parse_duration(since, what="--since") if since else None
+    with cli_errors(), open_client(url, token, store) as client:
+        found = client.count_runs(workflow=workflow, since=after, id=id, text=search)
+    if as_json:
+        emit_json({"counts": found, "total": sum(found.values())})
+        return
+    table = Table(title=f"{sum(found.values())} run(s)")
+    table.add_column("status")
+    table.add_column("runs", justify="right")
+    for name, n in found.items():
+        add_row(table, Text(name, style=_timeline._STYLE.get(name, "")), f"{n:,}")
     console.print(table)
 
 
@@ -204,4 +316,65 @@ def cancel(
         return
     console.print(
         f"cancel requested for {workflow_id} (run {current.run_id}, now {current.status})"
+    )
+
+
+@runs_app.command("unblock")
+def unblock(
+    workflow_id: Annotated[str, typer.Argument(help="The workflow id of the blocked run.")],
+    run_id: Annotated[str | None, typer.Option(help="A specific run of the workflow id.")] = None,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Retry a blocked run now: the next worker that serves it replays it. If its
+    code replays the history the run continues; if not, it is blocked again.
+
+    Example:
+
+        keepgoing runs unblock nightly-2026-01-01
+    """
+    with cli_errors(), open_client(url, token, store) as client:
+        current = client.unblock_workflow(workflow_id, run_id=run_id)
+    if as_json:
+        emit_json({"workflow_id": workflow_id, "run_id": current.run_id, "status": current.status})
+        return
+    console.print(
+        f"unblocked {workflow_id} (run {current.run_id}): the next worker that serves "
+        f"{current.workflow_name} retries it"
+    )
+
+
+@runs_app.command("migrate")
+def migrate(
+    workflow_id: Annotated[str, typer.Argument(help="The workflow id of the run in flight.")],
+    to: Annotated[int, typer.Option("--to", min=1, help="The group revision to move it to.")],
+    run_id: Annotated[str | None, typer.Option(help="A specific run of the workflow id.")] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Move it without replaying its history first.")
+    ] = False,
+    url: UrlOption = None,
+    token: TokenOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Move a run in flight to another revision of its worker group. Its history is
+    replayed on that revision's code first; if it would block there, nothing moves
+    and the diff is shown (exit 1), unless --force.
+
+    Example:
+
+        keepgoing runs migrate order-17 --to 3
+    """
+    with cli_errors(), open_client(url, token, store) as client:
+        moved = client.groups.migrate(workflow_id, to, run_id=run_id, force=force)
+    if as_json:
+        emit_json(moved.to_body())
+        return
+    checked = "" if moved.report is None else f" ({moved.report.bound()})"
+    console.print(
+        f"moved {workflow_id} (run {moved.run_id}) from revision {moved.from_revision} "
+        f"to {moved.to_revision}{checked}",
+        markup=False,
     )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
-from keepgoing._api.store_client import current_user
+from keepgoing._client.store_backend import current_user
 from keepgoing._clock import system_clock
 from keepgoing._server import tokens
 from keepgoing._store.auth_protocol import PERMISSIONS, TokenRecord
@@ -32,7 +32,7 @@ from keepgoing.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from keepgoing._api.http_client import HttpClient
+    from keepgoing._client.http_backend import HttpBackend
 
 T = TypeVar("T")
 
@@ -54,12 +54,12 @@ def with_store(url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-def _remote(url: str | None, token: str | None, store: str | None) -> HttpClient | None:
+def _remote(url: str | None, token: str | None, store: str | None) -> HttpBackend | None:
     if not url or store is not None:
         return None
-    from keepgoing._api.http_client import HttpClient  # noqa: PLC0415 (httpx is slow to import)
+    from keepgoing._client.http_backend import HttpBackend  # noqa: PLC0415 (httpx is slow to import)
 
-    return HttpClient(url, token)
+    return HttpBackend(url, token)
 
 
 def _view(t: TokenRecord) -> dict[str, Any]:

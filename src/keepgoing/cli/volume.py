@@ -14,8 +14,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from keepgoing._store.volume_records import VersionInfo
 from keepgoing._volumes import access
-from keepgoing._volumes.types import VersionInfo
 from keepgoing._volumes.volume import Volume
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (

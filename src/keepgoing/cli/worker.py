@@ -6,14 +6,18 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 from typing import Annotated
 
 import typer
 
+from keepgoing._store.startup import Opening
 from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
-from keepgoing._worker.loader import load_file
+from keepgoing._worker.loader import load_file, task_queues_from_env
+from keepgoing._worker.redact import install_log_redaction, install_stream_redaction
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing._worker.worker import Worker
+from keepgoing._workflow.registry import registry
 from keepgoing.cli._app import app, setup_logging
 from keepgoing.errors import KeepgoingError, StoreError
 
@@ -38,16 +42,39 @@ def worker(
         float | None,
         typer.Option(help="Seconds running attempts get to finish after SIGTERM (default 10)."),
     ] = None,
+    connect_timeout: Annotated[
+        float | None,
+        typer.Option(
+            envvar="KEEPGOING_CONNECT_TIMEOUT",
+            min=0,
+            help="Seconds to wait at start-up for an unreachable store before exiting 1 "
+            "(default: wait for as long as it takes).",
+            show_default=False,
+        ),
+    ] = None,
+    max_hung_threads: Annotated[
+        int | None,
+        typer.Option(
+            help="Sync task threads hung after their timeout before the worker restarts "
+            "itself in a fresh process (default 8)."
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run a worker for FILE's workflows and tasks until SIGTERM or Ctrl-C.
+
+    A store that cannot be reached yet (a database starting up or failing over) is
+    waited for, with backoff; a wrong password or a missing database fails at once.
 
     Example:
 
         keepgoing worker pipeline.py --queue default --concurrency 8
     """
+    install_stream_redaction()
     setup_logging(verbose)
+    install_log_redaction()
     try:
+        registry.task_queues.update(task_queues_from_env())
         module = load_file(file)  # before touching the store: a bad file writes nothing
         settings = WorkerSettings.from_env(
             queues=tuple(queue or ("default",)),
@@ -55,12 +82,16 @@ def worker(
             lease_ttl=lease_ttl,
             heartbeat_interval=heartbeat,
             shutdown_grace=shutdown_grace,
+            max_hung_threads=max_hung_threads,
         )
         the_store = store_from_url(store)
     except KeepgoingError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     the_worker = Worker(the_store, settings=settings)
+    the_worker.replace_when_hung = True
+    the_worker.capture_logs = True
+    the_worker.killable = True
     log.info(
         "worker %s serving %s from %s on %s (queues: %s)",
         the_worker.worker_id,
@@ -70,22 +101,37 @@ def worker(
         ", ".join(settings.queues),
     )
     try:
-        asyncio.run(_serve(the_worker))
+        asyncio.run(_serve(the_worker, connect_timeout))
     except StoreError as exc:  # the store cannot be opened (or stayed away too long)
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
-    if the_worker.abandoned_threads:
+    if the_worker.replace:
+        # Hung threads cannot be ended but with their process: the same command line
+        # starts again in this process's place (same pid), as a new worker.
+        log.warning("worker %s restarting in a fresh process", the_worker.worker_id)
+        logging.shutdown()
+        os.execv(sys.executable, sys.orig_argv)
+    if the_worker.abandoned_threads or the_worker.hung_threads:
         # Released attempts still run in threads that cannot be interrupted; their
         # steps now belong to other workers, so this process must not linger.
         logging.shutdown()
         os._exit(0)
 
 
-async def _serve(the_worker: Worker) -> None:
+async def _serve(the_worker: Worker, connect_timeout: float | None) -> None:
     loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def request_stop() -> None:
+        stop.set()
+        the_worker.request_stop()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, the_worker.request_stop)
+        loop.add_signal_handler(sig, request_stop)
     try:
+        if not await Opening(the_worker.store, timeout=connect_timeout).wait(stop):
+            log.info("worker %s stopped before the store was reachable", the_worker.worker_id)
+            return
         await the_worker.run()
     finally:
         await the_worker.store.close()

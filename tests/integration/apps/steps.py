@@ -35,6 +35,12 @@ def step_b(key: str, x: int, hold: bool = False, seconds: float = 0.0) -> dict:
     return {"value": x * 10, "attempt": n, "pid": os.getpid()}
 
 
+@keepgoing.task(timeout="3s", retries=1)
+def step_b_short(key: str, x: int, hold: bool = False) -> dict:
+    """``step_b`` with a deadline of 3 s and one retry."""
+    return step_b.fn(key, x, hold)
+
+
 @keepgoing.task
 def step_c(key: str, b: dict) -> dict:
     n = attempt()
@@ -47,6 +53,13 @@ def step_c(key: str, b: dict) -> dict:
 async def abc(key: str, x: int, hold: bool = False, b_seconds: float = 0.0) -> dict:
     a = await step_a(key, x)
     b = await step_b(key, a, hold, b_seconds)
+    return await step_c(key, b)
+
+
+@keepgoing.workflow
+async def abc_short(key: str, x: int, hold: bool = False) -> dict:
+    a = await step_a(key, x)
+    b = await step_b_short(key, a, hold)
     return await step_c(key, b)
 
 

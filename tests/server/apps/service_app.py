@@ -5,7 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 
-from keepgoing import start_child, task, wait_for_event, wait_for_message, workflow
+from keepgoing import (
+    UncertainOutcome,
+    operation_id,
+    start_child,
+    task,
+    wait_for_event,
+    wait_for_message,
+    workflow,
+)
 
 
 @task
@@ -21,6 +29,22 @@ def flaky(key: str) -> str:
         open(marker, "w").close()
         raise RuntimeError("first attempt fails")
     return key
+
+
+@task(retries=2)
+def unsure_write(key: str) -> str:
+    # Its first attempt of each operation loses the answer; a retry applies it.
+    marker = os.path.join(os.environ["KG_TEST_DIR"], f"unsure-{operation_id()}")
+    print(f"sent the write for {key} as {operation_id()}")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        raise UncertainOutcome(f"the connection dropped after sending the write for {key}")
+    return f"written {key}"
+
+
+@workflow
+async def unsure(key: str) -> str:
+    return await unsure_write(key)
 
 
 @workflow

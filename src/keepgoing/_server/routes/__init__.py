@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-from keepgoing._server.routes import admin, messages, runs, system, volumes, workers
+from keepgoing._server.routes import (
+    admin,
+    groups,
+    inspect,
+    kill,
+    messages,
+    migrate,
+    operations,
+    runs,
+    stream,
+    system,
+    volumes,
+    workers,
+)
 
 __all__ = ["ROUTERS"]
 
 ROUTERS = (
     system.router,
+    inspect.router,
+    stream.router,
+    migrate.router,
     runs.router,
     messages.router,
+    operations.router,
     workers.router,
+    kill.router,
     volumes.router,
+    groups.router,
     admin.router,
 )

@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Path, Query, Request
 
+from keepgoing._payload import MAX_DEPTH
+from keepgoing._server import routing  # noqa: F401 (registers the kgid and volpath convertors)
 from keepgoing._server.errors import ApiError
 from keepgoing._server.schemas import ID_PATTERN, ErrorBody
 from keepgoing._store.protocol import Store
@@ -14,6 +16,7 @@ from keepgoing.errors import PayloadError, RunNotFoundError
 
 __all__ = [
     "MAX_DEPTH",
+    "find_lone_surrogate",
     "PREFIX",
     "STRICT",
     "RunIdQuery",
@@ -23,24 +26,30 @@ __all__ = [
     "find_run",
 ]
 
-#: How deeply a payload may nest lists and objects. Deeper data is refused at
-#: the door: every layer behind it (copying, encoding, replay) recurses.
-MAX_DEPTH = 100
 
 PREFIX = "/api/v1"
 
 _DESCRIPTIONS = {
-    400: "Bad JSON, or a field outside the schema (`invalid_request`, `invalid_payload`).",
+    400: "Bad JSON, a field outside the schema (`invalid_request`, `invalid_payload`), or "
+    "text that is not an operation id (`invalid_operation_id`).",
     401: "No token, or an unknown or revoked one (`unauthenticated`).",
     403: "The token lacks the permission this call needs (`permission_denied`).",
     404: "No such workflow, run, token, volume, ref, version or file.",
-    409: "A conflict: the workflow id is running, or the run has ended.",
+    409: "A conflict: the workflow id is running, the run has ended, or the token is the "
+    "last admin token.",
     413: "The body or payload is over its size limit (`payload_too_large`).",
     503: "The store is unavailable (`store_error`).",
 }
 
 WorkflowIdPath = Annotated[
-    str, Path(pattern=ID_PATTERN, description="The workflow id of the run (its newest run).")
+    str,
+    Path(
+        pattern=ID_PATTERN,
+        description="The workflow id of the run (its newest run). A `/` in it may be sent "
+        "as it is or as `%2F`; a `/` before a final `history`, `result`, `lineage`, "
+        "`cancel`, `messages`, `unblock`, `logs`, `steps`, `stream` or `kill-worker` must be "
+        "sent as `%2F`.",
+    ),
 ]
 RunIdQuery = Annotated[
     str | None, Query(pattern=ID_PATTERN, description="A specific run of the workflow id.")
@@ -129,5 +138,58 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
+async def refuse_lone_surrogates(request: Request) -> None:
+    """Refuse a JSON body holding text that is not Unicode (a lone surrogate such as
+    ``"\\ud800"``, which JSON's escapes can spell) with 400 ``invalid_payload`` naming
+    the field: no store can encode it, and it must never get that far."""
+    if request.method not in ("POST", "PUT", "PATCH") or not await request.body():
+        return
+    try:
+        body = await request.json()  # parsed once already, for the route: cached
+    except ValueError:
+        return  # the route's own parsing reports it
+    where = find_lone_surrogate(body)
+    if where is not None:
+        raise PayloadError(
+            f"{where} holds a lone surrogate, which is not Unicode text; "
+            "send text as valid UTF-8 (or as proper \\u escape pairs)"
+        )
+
+
+def find_lone_surrogate(value: Any, root: str = "body") -> str | None:
+    """Where in JSON ``value`` a string or key holds a lone surrogate, or None.
+
+    Walks without recursion, so nesting depth costs nothing here.
+    """
+    todo: list[tuple[Any, str]] = [(value, root)]
+    while todo:
+        item, where = todo.pop()
+        if isinstance(item, str):
+            if _lone_surrogate(item):
+                return where
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and _lone_surrogate(key):
+                    return f"a key of {where}"
+                todo.append((child, f"{where}.{key}" if _plain(key) else f"{where}[{key!r}]"))
+        elif isinstance(item, list):
+            todo.extend((child, f"{where}[{i}]") for i, child in enumerate(item))
+    return None
+
+
+def _lone_surrogate(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _plain(key: object) -> bool:
+    return isinstance(key, str) and key.isidentifier() and key.isascii()
+
+
 #: Router dependencies every route shares.
-STRICT = [Depends(refuse_unknown_query)]
+STRICT = [Depends(refuse_unknown_query), Depends(refuse_lone_surrogates)]

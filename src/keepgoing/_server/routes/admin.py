@@ -7,8 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 
 from keepgoing._server import tokens
-from keepgoing._server.auth import Admin
-from keepgoing._server.context import context
+from keepgoing._server.auth import Admin, Principal
+from keepgoing._server.context import ServerContext, context
+from keepgoing._server.errors import ApiError
 from keepgoing._server.routes._common import PREFIX, STRICT, documented
 from keepgoing._server.schemas import (
     ID_PATTERN,
@@ -19,6 +20,7 @@ from keepgoing._server.schemas import (
     TokenList,
     TokenView,
 )
+from keepgoing._store.protocol import Store
 
 __all__ = ["router"]
 
@@ -33,8 +35,13 @@ router = APIRouter(prefix=PREFIX, tags=["admin"], dependencies=STRICT)
     summary="Create a token",
 )
 async def create_token(body: TokenBody, request: Request, principal: Admin) -> TokenCreated:
-    """Create a token; its secret is in this response only (the store keeps a hash)."""
+    """Create a token; its secret is in this response only (the store keeps a hash).
+
+    A server without authentication creates no tokens (403): its callers are
+    not known, and a token works on every server of the store.
+    """
     ctx = context(request)
+    _refuse_without_auth(ctx.auth, "create")
     record, secret = await tokens.create_token(
         ctx.store,
         name=body.name,
@@ -57,7 +64,7 @@ async def list_tokens(request: Request, _: Admin, include_revoked: bool = False)
 @router.delete(
     "/tokens/{token_id}",
     response_model=TokenView,
-    responses=documented(404),
+    responses=documented(404, 409),
     summary="Revoke a token",
 )
 async def revoke_token(
@@ -65,8 +72,20 @@ async def revoke_token(
     request: Request,
     principal: Admin,
 ) -> TokenView:
-    """Revoke a token: from now on it gets 401. Revoking twice changes nothing."""
+    """Revoke a token: from now on it gets 401. Revoking twice changes nothing.
+
+    Revoking the last active admin token is a 409: nobody could manage tokens
+    through the API any more (the CLI, with store access, can make another).
+    A server without authentication revokes no tokens (403).
+    """
     ctx = context(request)
+    _refuse_without_auth(ctx.auth, "revoke")
+    async with ctx.revoking:  # one revoke at a time, so two cannot each leave the other last
+        await _keep_an_admin(ctx.store, token_id)
+        return await _revoke(ctx, token_id, principal)
+
+
+async def _revoke(ctx: ServerContext, token_id: str, principal: Principal) -> TokenView:
     record = await tokens.revoke_token(
         ctx.store,
         token_id,
@@ -75,6 +94,35 @@ async def revoke_token(
         now=ctx.clock.now(),
     )
     return TokenView.of(record)
+
+
+def _refuse_without_auth(auth: bool, verb: str) -> None:
+    if not auth:
+        raise ApiError(
+            403,
+            "permission_denied",
+            f"this server runs without authentication, so it does not {verb} tokens (a "
+            "token works on every server of the store); use `keepgoing token` with "
+            "--store, or a server with authentication",
+        )
+
+
+async def _keep_an_admin(store: Store, token_id: str) -> None:
+    """Refuse to revoke the last active token with the ``admin`` permission."""
+    active = await store.list_tokens(include_revoked=False)
+    target = next((t for t in active if t.token_id == token_id), None)
+    if target is None or "admin" not in target.permissions:
+        return
+    if any("admin" in t.permissions for t in active if t.token_id != token_id):
+        return
+    raise ApiError(
+        409,
+        "last_admin_token",
+        f"token {token_id} is the last active admin token; revoking it would lock everyone "
+        "out of token management. Create another first, with store access: keepgoing token "
+        "create --name NAME --kind user --permissions admin --store DSN",
+        {"token_id": token_id},
+    )
 
 
 @router.get("/audit", response_model=AuditList, responses=documented(), summary="The audit log")

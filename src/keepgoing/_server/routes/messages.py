@@ -25,7 +25,7 @@ router = APIRouter(prefix=PREFIX, tags=["messages"], dependencies=STRICT)
 
 
 @router.post(
-    "/runs/{workflow_id:path}/messages",
+    "/runs/{workflow_id:kgid}/messages",
     status_code=202,
     response_model=MessageResult,
     responses=documented(404, 409, reads=False),

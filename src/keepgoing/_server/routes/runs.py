@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
-from keepgoing._api.store_client import _inputs as bind_input
+from keepgoing._client.catalog import check_workflow_name
+from keepgoing._client.runs import served_workflows
 from keepgoing._history.codec import encode
 from keepgoing._server.auth import CancelsRuns, Principal, ReadsRuns, Triggers
 from keepgoing._server.context import ServerContext, context
@@ -21,6 +22,7 @@ from keepgoing._server.routes._common import (
     documented,
     find_run,
 )
+from keepgoing._server.routes.run_filters import run_filter
 from keepgoing._server.schemas import (
     CancelBody,
     CancelResult,
@@ -31,17 +33,19 @@ from keepgoing._server.schemas import (
     RunView,
     StartBody,
     StartResult,
+    UnblockBody,
+    UnblockResult,
 )
+from keepgoing._store.inspect_protocol import RunCursor, RunFilter
 from keepgoing._store.records import TERMINAL, AuditEntry, CancelRequest, RunRecord, StartRequest
-from keepgoing.errors import WorkflowAlreadyRunningError, WorkflowNotFoundError
+from keepgoing._workflow.inputs import start_input
+from keepgoing.errors import WorkflowAlreadyRunningError
 
 __all__ = ["router"]
 
 router = APIRouter(prefix=PREFIX, tags=["runs"], dependencies=STRICT)
 
 DEFAULT_QUEUE = "default"
-Status = Literal["running", "blocked", "completed", "failed", "cancelled", "continued"]
-Seconds = Annotated[float | None, Query(ge=0, le=1e11, allow_inf_nan=False)]
 
 
 @router.post(
@@ -62,7 +66,10 @@ async def start_run(
     principal: Triggers,
     response: Response,
 ) -> StartResult:
-    """Start a run of a workflow that a worker of this store has served.
+    """Start a run of a workflow. A name that no worker has served yet is
+    accepted: the run is queued and waits for a worker that serves it (`strict`
+    refuses such a name with a 404 instead; a name close to served ones comes
+    back with a `warning`).
 
     Idempotent: repeating a start with the same `request_id`, or with the same
     `workflow_id`, workflow and input while that run is open, returns the
@@ -72,12 +79,8 @@ async def start_run(
     ctx = context(request)
     queue = body.task_queue or DEFAULT_QUEUE
     check_depth(body.input, f"the input of workflow {body.workflow!r}")
-    name, inputs, version = bind_input(body.workflow, body.input)
-    if name not in await ctx.store.known_workflows():
-        raise WorkflowNotFoundError(
-            f"no worker of this store has served a workflow named {name!r}; "
-            "start a worker for its file once, or check the name"
-        )
+    name, inputs, version = start_input(body.workflow, body.input)
+    warning = await check_workflow_name(ctx.store, name, queue, strict=body.strict)
     run_id = body.request_id or uuid.uuid4().hex
     if body.request_id is not None:
         earlier = await ctx.store.get_run(run_id)
@@ -105,6 +108,7 @@ async def start_run(
         workflow_id=run.workflow_id,
         run_id=run.run_id,
         created=True,
+        warning=warning,
     )
 
 
@@ -144,32 +148,39 @@ async def _audit(ctx: ServerContext, who: Principal, run: RunRecord, queue: str)
 async def list_runs(
     request: Request,
     _: ReadsRuns,
-    workflow: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-    status: Status | None = None,
-    created_after: Seconds = None,
-    created_before: Seconds = None,
+    filters: Annotated[RunFilter, Depends(run_filter)],
+    cursor: Annotated[
+        str | None,
+        Query(max_length=200, description="The `next_cursor` of the previous page."),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0, le=1_000_000_000)] = 0,
+    offset: Annotated[
+        int | None,
+        Query(ge=0, le=1_000_000_000, description="Old paging by position; prefer `cursor`."),
+    ] = None,
 ) -> RunList:
-    """Runs, newest first, filtered by workflow name, status and creation time
-    (UNIX seconds: `created_after <= created_at < created_before`)."""
-    runs = await context(request).store.search_runs(
-        workflow_name=workflow,
-        status=status,
-        created_after=created_after,
-        created_before=created_before,
-        limit=limit + 1,
-        offset=offset,
-    )
-    more = len(runs) > limit
+    """Runs, newest first, filtered by status (one or several: `status=a&status=b` or
+    `status=a,b`), workflow name, creation time (UNIX seconds: `since <= created_at <
+    until`; `created_after`/`created_before` are the same), `id` (a workflow id or run
+    id equal to it or starting with it) and `q` (a case-insensitive substring of the
+    workflow id, run id, workflow name, blocked reason or error). Pages are keyset
+    pages: pass `next_cursor` back as `cursor`; it is null on the last page."""
+    if cursor is not None and offset:
+        raise ApiError(400, "invalid_request", "pass either cursor or offset, not both")
+    after = RunCursor.decode(cursor) if cursor is not None else None
+    ctx = context(request)
+    page = await ctx.store.page_runs(filters, limit=limit, after=after, offset=offset or 0)
+    served = await _served(ctx)
+    more = page.next_cursor is not None
     return RunList(
-        runs=[RunView.of(r) for r in runs[:limit]],
-        next_offset=offset + limit if more else None,
+        runs=[RunView.of(r, served) for r in page.runs],
+        next_cursor=page.next_cursor.encode() if page.next_cursor is not None else None,
+        next_offset=(offset or 0) + limit if more and offset is not None else None,
     )
 
 
 @router.get(
-    "/runs/{workflow_id:path}/history",
+    "/runs/{workflow_id:kgid}/history",
     response_model=HistoryView,
     responses=documented(404),
     summary="A run's history",
@@ -190,7 +201,7 @@ async def history(
 
 
 @router.get(
-    "/runs/{workflow_id:path}/result",
+    "/runs/{workflow_id:kgid}/result",
     response_model=ResultView,
     responses=documented(404),
     summary="Wait for a run's result",
@@ -222,7 +233,7 @@ class _Waiter:
 
 
 @router.get(
-    "/runs/{workflow_id:path}/lineage",
+    "/runs/{workflow_id:kgid}/lineage",
     response_model=LineageView,
     responses=documented(404),
     summary="A run's parent and children",
@@ -238,7 +249,7 @@ async def lineage(workflow_id: WorkflowIdPath, request: Request, _: ReadsRuns) -
 
 
 @router.post(
-    "/runs/{workflow_id:path}/cancel",
+    "/runs/{workflow_id:kgid}/cancel",
     status_code=202,
     response_model=CancelResult,
     responses=documented(404, 409, reads=False),
@@ -267,8 +278,41 @@ async def cancel(
     return CancelResult(run=RunView.of(run))
 
 
+@router.post(
+    "/runs/{workflow_id:kgid}/unblock",
+    response_model=UnblockResult,
+    responses=documented(404, 409, reads=False),
+    summary="Retry a blocked run now",
+)
+async def unblock(
+    workflow_id: WorkflowIdPath,
+    request: Request,
+    principal: CancelsRuns,
+    body: UnblockBody | None = None,
+) -> UnblockResult:
+    """Make the blocked run runnable again (permission `runs.cancel` or `admin`): the
+    next worker that serves it replays it. If its code replays the history the run
+    continues and no finished step runs again; if not, it is blocked again with the
+    new diff. A run that is not blocked is a 409 (`workflow_not_running`)."""
+    ctx = context(request)
+    body = body or UnblockBody.model_validate({})
+    now = ctx.clock.now()
+    run = await ctx.store.unblock_run(workflow_id, body.run_id, now)
+    await ctx.store.append_audit(
+        AuditEntry(
+            at=now,
+            actor_kind=principal.kind,
+            actor_id=principal.id,
+            action="workflow.unblock",
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+        )
+    )
+    return UnblockResult(run=RunView.of(run))
+
+
 @router.get(
-    "/runs/{workflow_id:path}",
+    "/runs/{workflow_id:kgid}",
     response_model=RunView,
     responses=documented(404),
     summary="Get a run",
@@ -280,5 +324,10 @@ async def get_run(
     run_id: RunIdQuery = None,
 ) -> RunView:
     """The newest run of the workflow id, or the run `run_id` of it."""
-    run = await find_run(context(request).store, workflow_id, run_id)
-    return RunView.of(run)
+    ctx = context(request)
+    run = await find_run(ctx.store, workflow_id, run_id)
+    return RunView.of(run, await _served(ctx))
+
+
+async def _served(ctx: ServerContext) -> set[tuple[str, str]]:
+    return served_workflows(await ctx.store.list_workers(), ctx.clock.now())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from keepgoing._api.queues import queue_summary
+from keepgoing._client.queues import queue_summary
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
 from keepgoing._server.routes._common import PREFIX, STRICT, documented

@@ -1,0 +1,1 @@
+"""The client: :class:`~keepgoing.Client` and the backends it talks through."""

@@ -1,0 +1,70 @@
+"""What a batch of starts (``Client.trigger_many``) may hold: its lists checked for shape
+and length, repeated ids refused, and each item's error named by its place."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from keepgoing._client.requests import StartMany
+from keepgoing.errors import InvalidRequestError
+
+__all__ = ["MAX_BATCH", "batch_lists", "naming", "refuse_repeats"]
+
+#: The most runs one ``trigger_many`` starts (one transaction holds the write lock).
+MAX_BATCH = 1000
+
+
+def batch_lists(
+    request: StartMany,
+) -> tuple[list[Any], list[str] | None, list[str] | None]:
+    """The batch's inputs and its optional per-run ids, checked for shape and length."""
+    inputs = _as_list(request.inputs, "inputs")
+    ids = None if request.workflow_ids is None else _as_list(request.workflow_ids, "workflow_ids")
+    request_ids = (
+        None if request.request_ids is None else _as_list(request.request_ids, "request_ids")
+    )
+    if len(inputs) > MAX_BATCH:
+        raise ValueError(
+            f"trigger_many starts at most {MAX_BATCH} runs at once, not {len(inputs)}: "
+            "split the batch"
+        )
+    for what, items in (("workflow_ids", ids), ("request_ids", request_ids)):
+        if items is not None and len(items) != len(inputs):
+            raise ValueError(
+                f"trigger_many got {len(inputs)} inputs but {len(items)} {what}: give one per run"
+            )
+    return inputs, ids, request_ids
+
+
+def _as_list(given: object, what: str) -> list[Any]:
+    if isinstance(given, str | bytes | dict) or not isinstance(given, Iterable):
+        raise TypeError(
+            f"trigger_many's {what} must be a list (one item per run), not {type(given).__name__}"
+        )
+    return list(given)
+
+
+@contextlib.contextmanager
+def naming(i: int) -> Iterator[None]:
+    """Name the batch item in an error about it (``start #i: ...``)."""
+    try:
+        yield
+    except (TypeError, ValueError) as exc:
+        try:
+            renamed = type(exc)(f"start #{i}: {exc}")
+        except Exception:
+            exc.add_note(f"start #{i} of trigger_many")
+            raise exc from None
+        raise renamed from None
+
+
+def refuse_repeats(values: list[str], what: str) -> None:
+    first: dict[str, int] = {}
+    for i, value in enumerate(values):
+        if value in first:
+            raise InvalidRequestError(
+                f"start #{first[value]} and start #{i} have the same {what} {value!r}: one run each"
+            )
+        first[value] = i

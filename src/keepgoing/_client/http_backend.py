@@ -1,0 +1,501 @@
+"""The HTTP backend: :class:`keepgoing.Client` talking to a server.
+
+Retries: a network failure or a 5xx answer is retried with exponential
+backoff and jitter, but only for calls that are safe to repeat — reads,
+cancels, starts (each carries a ``request_id`` idempotency key) and event
+publishes (each carries an ``event_id``). A message send is not repeated:
+its failure is reported, since the server may have stored it.
+
+Every error the server answers with maps back to the ``keepgoing.errors``
+class of its ``code``; anything else is a :class:`~keepgoing.errors.ServerError`.
+What each call does and raises is documented once, on :class:`keepgoing.Client`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import time
+import urllib.parse
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from keepgoing import errors
+from keepgoing._client import operations
+from keepgoing._client.operations import Operation
+from keepgoing._client.requests import (
+    AuditQuery,
+    EventSend,
+    MessageSend,
+    RunHere,
+    RunQuery,
+    RunRef,
+    Start,
+    StartMany,
+)
+from keepgoing._client.runs import RunsPage, WorkflowRun, WorkflowRunHandle
+from keepgoing._clock import system_clock
+from keepgoing._history.codec import decode
+from keepgoing._history.events import ErrorInfo, Event
+from keepgoing._payload import check_json
+from keepgoing._store.inspect_protocol import RunFilter
+from keepgoing._store.protocol import Store
+from keepgoing._store.records import AuditEntry, WorkerRecord
+from keepgoing._workflow.workflow import WorkflowDefinition
+
+__all__ = ["HttpBackend"]
+
+API = "/api/v1"
+_MAX_BACKOFF = 5.0
+_POLL = 25.0  # seconds per long poll; the server caps it at 60
+
+_CODES: dict[str, type[errors.KeepgoingError]] = {
+    cls.code: cls
+    for cls in (
+        errors.ConfigurationError,
+        errors.InvalidDurationError,
+        errors.DuplicateNameError,
+        errors.PayloadError,
+        errors.PayloadTooLargeError,
+        errors.InvalidRequestError,
+        operations.InvalidOperationIdError,
+        errors.OperationNotFoundError,
+        errors.OperationNotUncertainError,
+        errors.AuthenticationError,
+        errors.PermissionDeniedError,
+        errors.TokenNotFoundError,
+        errors.WorkflowNotFoundError,
+        errors.RunNotFoundError,
+        errors.WorkflowNotRunningError,
+        errors.VolumeError,
+        errors.VolumeNotFoundError,
+        errors.VolumeFileNotFoundError,
+        errors.GroupError,
+        errors.GroupNotFoundError,
+        errors.GroupConflictError,
+        errors.StoreError,
+    )
+}
+
+
+class HttpBackend:
+    """The :class:`~keepgoing._client.backend.Backend` over the HTTP API.
+
+    Args:
+        url: the server, e.g. ``http://127.0.0.1:8711``.
+        token: the API token (``kg_...``).
+        timeout: seconds per HTTP request (long polls add their own wait).
+        retries: extra attempts for idempotent calls.
+        backoff: the first retry's delay in seconds; doubles, capped at 5 s.
+        transport: an ``httpx`` transport, for tests.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.2,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise errors.ConfigurationError(
+                f"the server URL must start with http:// or https://, not {url!r}"
+            )
+        if retries < 0 or backoff < 0 or timeout <= 0:
+            raise errors.ConfigurationError("retries and backoff must be >= 0, timeout > 0")
+        self.url = url.rstrip("/")
+        self.retries = retries
+        self.backoff = backoff
+        headers = {"User-Agent": "keepgoing-client"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=self.url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    @property
+    def store(self) -> Store:
+        raise errors.ConfigurationError(
+            f"this client talks to the server at {self.url}; it has no store of its own"
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    # -- transport -----------------------------------------------------------------
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        idempotent: bool,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """One API call; returns the decoded JSON (or text) of a 2xx answer.
+
+        Raises:
+            ServerError: the server is unreachable or failed (after retries if idempotent).
+            KeepgoingError: the subclass of the server's error code.
+        """
+        attempts = 1 + (self.retries if idempotent else 0)
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        for attempt in range(attempts):
+            last = attempt + 1 == attempts
+            try:
+                response = self._http.request(method, path, json=json, params=query, **extra)
+            except httpx.TransportError as exc:
+                if last:
+                    raise errors.ServerError(
+                        f"could not reach the keepgoing server at {self.url} "
+                        f"({type(exc).__name__}: {exc})"
+                        + (f" after {attempts} attempts" if attempts > 1 else "")
+                    ) from exc
+                self._pause(attempt)
+                continue
+            if response.status_code >= 500 and not last:
+                self._pause(attempt)
+                continue
+            return _decode(response)
+        raise AssertionError("unreachable")
+
+    def _pause(self, attempt: int) -> None:
+        delay = min(self.backoff * 2**attempt, _MAX_BACKOFF)
+        time.sleep(delay * random.uniform(0.8, 1.2))
+
+    # -- runs -------------------------------------------------------------------------
+    def start(self, request: Start) -> tuple[WorkflowRunHandle, str | None]:
+        """Checks the input here, then starts with a ``request_id`` (safe to retry)."""
+        workflow, value = request.workflow, request.input
+        if isinstance(workflow, WorkflowDefinition):
+            workflow.bind_input(value)  # refuse bad input here, not on the server
+            name = workflow.name
+        elif isinstance(workflow, str) and workflow:
+            name = workflow
+            check_json(value, f"input of workflow {name!r}")
+        else:
+            raise TypeError(
+                f"trigger_workflow needs a @workflow or its name, not {type(workflow).__name__}"
+            )
+        body = {
+            "workflow": name,
+            "input": value,
+            "workflow_id": request.workflow_id,
+            "task_queue": request.task_queue,
+            "request_id": request.request_id or uuid.uuid4().hex,  # makes it safe to retry
+        }
+        if request.strict:
+            body["strict"] = True
+        found = self.call("POST", f"{API}/runs", idempotent=True, json=body)
+        handle = WorkflowRunHandle(found["workflow_name"], found["workflow_id"], found["run_id"])
+        return handle, found.get("warning")
+
+    def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], str | None]:
+        """Not available over HTTP yet: the server has no batch start."""
+        raise errors.ConfigurationError(
+            "trigger_many starts its runs in one store commit and needs the store; use "
+            "Client(store=...) for it, or trigger_workflow for each run over HTTP"
+        )
+
+    def start_and_wait(self, request: Start, timeout: float | None) -> WorkflowRun:
+        handle, _ = self.start(request)  # a name's warning is given by the caller, not here
+        return self.wait(RunRef(handle.workflow_id, handle.run_id), timeout)
+
+    def run_here(self, request: RunHere) -> WorkflowRun:
+        """Not available over HTTP: it runs tasks in this process against the store."""
+        raise errors.ConfigurationError(
+            "run_workflow runs the tasks in this process and needs the store; use "
+            "Client(store=...) for it, or trigger_workflow(..., wait=True) with a worker"
+        )
+
+    def wait(self, run: RunRef, timeout: float | None) -> WorkflowRun:
+        """Long polls the server until the run ends."""
+        wanted = run.workflow_id
+        deadline = None if timeout is None else system_clock.monotonic() + timeout
+        while True:
+            left = (
+                _POLL
+                if deadline is None
+                else max(0.0, min(_POLL, deadline - system_clock.monotonic()))
+            )
+            found = self.call(
+                "GET",
+                f"{API}/runs/{_path(wanted)}/result",
+                idempotent=True,
+                params={"run_id": run.run_id, "timeout": round(left, 3)},
+                timeout=left + 30.0,
+            )
+            current = _run(found["run"])
+            if found["done"]:
+                return current
+            if deadline is not None and system_clock.monotonic() >= deadline:
+                raise TimeoutError(f"run {current.run_id} of {wanted!r} is still {current.status}")
+
+    def get_run(self, run: RunRef) -> WorkflowRun:
+        found = self.call(
+            "GET",
+            f"{API}/runs/{_path(run.workflow_id)}",
+            idempotent=True,
+            params={"run_id": run.run_id},
+        )
+        return _run(found)
+
+    def history(self, run: RunRef) -> list[Event]:
+        found = self.call(
+            "GET",
+            f"{API}/runs/{_path(run.workflow_id)}/history",
+            idempotent=True,
+            params={"run_id": run.run_id},
+        )
+        return [decode(body) for body in found["events"]]
+
+    def list_runs(self, query: RunQuery) -> list[WorkflowRun]:
+        params = {
+            "workflow": query.workflow_name,
+            "status": query.status,
+            "limit": query.limit,
+            "offset": query.offset,
+            "created_after": query.created_after,
+            "created_before": query.created_before,
+        }
+        found = self.call("GET", f"{API}/runs", idempotent=True, params=params)
+        return [_run(r) for r in found["runs"]]
+
+    # -- messages, events, cancellation ------------------------------------------------
+    def send_message(self, message: MessageSend) -> str:
+        """Not retried: a lost answer may hide a stored message."""
+        check_json(message.payload, f"the payload of message {message.name!r}")
+        found = self.call(
+            "POST",
+            f"{API}/runs/{_path(message.run.workflow_id)}/messages",
+            idempotent=False,
+            json={"name": message.name, "payload": message.payload, "run_id": message.run.run_id},
+        )
+        return str(found["message_id"])
+
+    def publish_event(self, event: EventSend) -> str:
+        check_json(event.payload, f"the payload of event {event.event_type!r}")
+        body = {
+            "event_type": event.event_type,
+            "correlation_id": event.correlation_id,
+            "payload": event.payload,
+            "event_id": event.event_id or uuid.uuid4().hex,  # makes the publish safe to retry
+        }
+        found = self.call("POST", f"{API}/events", idempotent=True, json=body)
+        return str(found["event_id"])
+
+    def cancel(self, run: RunRef, reason: str | None) -> None:
+        self.call(
+            "POST",
+            f"{API}/runs/{_path(run.workflow_id)}/cancel",
+            idempotent=True,
+            json={"reason": reason, "run_id": run.run_id},
+        )
+
+    def unblock(self, run: RunRef) -> WorkflowRun:
+        found = self.call(
+            "POST",
+            f"{API}/runs/{_path(run.workflow_id)}/unblock",
+            idempotent=True,
+            json={"run_id": run.run_id},
+        )
+        return _run(found["run"])
+
+    def lineage(self, workflow_id: str) -> dict[str, Any]:
+        found = self.call("GET", f"{API}/runs/{_path(workflow_id)}/lineage", idempotent=True)
+        return {
+            "run": _run(found["run"]),
+            "parent": _run(found["parent"]) if found["parent"] else None,
+            "children": [_run(c) for c in found["children"]],
+        }
+
+    def list_audit(self, query: AuditQuery) -> list[AuditEntry]:
+        params = {
+            "limit": query.limit,
+            "offset": query.offset,
+            "action": query.action,
+            "workflow_id": query.workflow_id,
+        }
+        found = self.call("GET", f"{API}/audit", idempotent=True, params=params)
+        return [AuditEntry(**entry) for entry in found["entries"]]
+
+    # -- the runs list, logs, kills ------------------------------------------------------
+    def page_runs(
+        self, filters: RunFilter, *, limit: int = 50, cursor: str | None = None
+    ) -> RunsPage:
+        params = {**_filter_params(filters), "limit": limit, "cursor": cursor}
+        found = self.call("GET", f"{API}/runs", idempotent=True, params=params)
+        return RunsPage([_run(r) for r in found["runs"]], found.get("next_cursor"))
+
+    def count_runs(self, filters: RunFilter) -> dict[str, int]:
+        found = self.call(
+            "GET", f"{API}/run-counts", idempotent=True, params=_filter_params(filters)
+        )
+        return dict(found["counts"])
+
+    def attempt_logs(
+        self,
+        workflow_id: str,
+        *,
+        run_id: str | None = None,
+        cmd: int | None = None,
+        attempt: int | None = None,
+    ) -> list[dict[str, Any]]:
+        params = {"run_id": run_id, "cmd": cmd, "attempt": attempt}
+        found = self.call(
+            "GET", f"{API}/runs/{_path(workflow_id)}/logs", idempotent=True, params=params
+        )
+        return list(found["logs"])
+
+    def kill_worker(self, worker_id: str, *, via: str = "api") -> dict[str, Any]:
+        """Not retried: a kill is done once."""
+        found: dict[str, Any] = self.call(
+            "POST", f"{API}/workers/{_path(worker_id)}/kill", idempotent=False, json={"via": via}
+        )
+        return found
+
+    # -- operations ---------------------------------------------------------------------
+    def get_operation(self, operation_id: str) -> Operation:
+        operations.parse_operation_id(operation_id)  # a clear error before any request
+        found = self.call("GET", f"{API}/operations/{_path(operation_id)}", idempotent=True)
+        return _operation(found)
+
+    def list_reviews(self, limit: int) -> list[Operation]:
+        found = self.call("GET", f"{API}/reviews", idempotent=True, params={"limit": limit})
+        return [_operation(o) for o in found["operations"]]
+
+    def review_operation(
+        self, operation_id: str, decision: str, result: Any, reason: str | None
+    ) -> Operation:
+        """Not retried: a lost answer may hide a decision that was sent."""
+        operations.parse_operation_id(operation_id)
+        check_json(result, f"the result approved for operation {operation_id!r}")
+        found = self.call(
+            "POST",
+            f"{API}/operations/{_path(operation_id)}/review",
+            idempotent=False,
+            json={"decision": decision, "result": result, "reason": reason},
+        )
+        return _operation(found)
+
+    # -- workers, queues, tokens --------------------------------------------------------
+    def list_workers(self) -> list[WorkerRecord]:
+        found = self.call("GET", f"{API}/workers", idempotent=True)
+        return [WorkerRecord(**w) for w in found["workers"]]
+
+    def list_queues(self) -> list[dict[str, Any]]:
+        found = self.call("GET", f"{API}/queues", idempotent=True)
+        return list(found["queues"])
+
+    def create_token(self, name: str, kind: str, permissions: list[str]) -> dict[str, Any]:
+        """``{"token": <secret, shown once>, "info": {...}}``; needs ``admin``."""
+        body = {"name": name, "kind": kind, "permissions": permissions}
+        found: dict[str, Any] = self.call("POST", f"{API}/tokens", idempotent=False, json=body)
+        return found
+
+    def list_tokens(self, *, include_revoked: bool = False) -> list[dict[str, Any]]:
+        found = self.call(
+            "GET", f"{API}/tokens", idempotent=True, params={"include_revoked": include_revoked}
+        )
+        return list(found["tokens"])
+
+    def revoke_token(self, token_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.call(
+            "DELETE", f"{API}/tokens/{_path(token_id)}", idempotent=True
+        )
+        return found
+
+
+def _filter_params(f: RunFilter) -> dict[str, Any]:
+    return {
+        "status": ",".join(f.statuses) or None,
+        "workflow": f.workflow_name,
+        "since": f.since,
+        "until": f.until,
+        "id": f.id,
+        "q": f.text,
+        "needs_patch": f.needs_patch,
+        "revision": f.revision,
+    }
+
+
+def _path(value: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"an id must be a non-empty string, not {value!r}")
+    # `/` too: in a workflow id it is data (the server routes on the raw path), and
+    # `t/history` sent as it is would name the history of run `t`.
+    return urllib.parse.quote(value, safe=":@+=")
+
+
+def _run(body: Mapping[str, Any]) -> WorkflowRun:
+    error = body.get("error")
+    return WorkflowRun(
+        workflow_name=body["workflow_name"],
+        workflow_id=body["workflow_id"],
+        run_id=body["run_id"],
+        status=body["status"],
+        input=body["input"],
+        result=body.get("result"),
+        error=ErrorInfo(**error) if error else None,
+        task_queue=body["task_queue"],
+        code_version=body["code_version"],
+        created_at=body["created_at"],
+        updated_at=body["updated_at"],
+        ended_at=body.get("ended_at"),
+        blocked_reason=body.get("blocked_reason"),
+        code_versions=tuple(body.get("code_versions", ())),
+        waiting_for=body.get("waiting_for"),
+        group_revision=body.get("group_revision"),
+    )
+
+
+def _operation(body: dict[str, Any]) -> Operation:
+    fields = {f.name for f in dataclasses.fields(Operation)}
+    known = {k: v for k, v in body.items() if k in fields}
+    known["rounds"] = tuple(known.get("rounds", ()))
+    known["reviews"] = tuple(known.get("reviews", ()))
+    return Operation(**known)
+
+
+def _decode(response: httpx.Response) -> Any:
+    if response.is_success:
+        kind = response.headers.get("content-type", "")
+        return response.json() if kind.startswith("application/json") else response.text
+    try:
+        body = response.json()
+        code, message = str(body["code"]), str(body["message"])
+        details = body.get("details") or {}
+    except (ValueError, KeyError, TypeError):
+        raise errors.ServerError(
+            f"HTTP {response.status_code} from {response.request.url}: {response.text[:300]}",
+            status=response.status_code,
+        ) from None
+    raise _error(response.status_code, code, message, details)
+
+
+def _error(status: int, code: str, message: str, details: Mapping[str, Any]) -> Exception:
+    if code == errors.DeployRefusedError.code:
+        from keepgoing._groups.replaycheck import ReplayReport  # noqa: PLC0415
+
+        report = details.get("report")
+        return errors.DeployRefusedError(
+            message, ReplayReport.from_body(report) if isinstance(report, dict) else None
+        )
+    if code == errors.WorkflowAlreadyRunningError.code:
+        return errors.WorkflowAlreadyRunningError(
+            str(details.get("workflow_id", "")), str(details.get("run_id", ""))
+        )
+    if status >= 500:
+        return errors.ServerError(f"the server failed: {message}", status=status, error_code=code)
+    cls = _CODES.get(code)
+    if cls is not None:
+        return cls(message)
+    return errors.InvalidRequestError(f"HTTP {status} {code}: {message}")

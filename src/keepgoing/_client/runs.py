@@ -1,0 +1,132 @@
+"""Public views of runs: what a client gets back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from keepgoing._history.events import ErrorInfo
+from keepgoing._store.records import RunRecord, WorkerRecord
+from keepgoing.errors import WorkflowBlockedError, WorkflowCancelledError, WorkflowFailedError
+
+__all__ = [
+    "RunsPage",
+    "WorkflowRun",
+    "WorkflowRunHandle",
+    "outcome",
+    "served_workflows",
+    "waiting_for",
+]
+
+#: A registered worker whose heartbeat is older than this is not counted as serving.
+LIVE_WORKER_SECONDS = 60.0
+
+
+class WorkflowRunHandle(NamedTuple):
+    """Returned by ``trigger_workflow(..., wait=False)``: where to find the run."""
+
+    workflow_name: str
+    workflow_id: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class WorkflowRun:
+    """One run as a client sees it. ``status`` is running, blocked, completed,
+    failed or cancelled; ``blocked_reason`` holds the determinism diff.
+
+    ``code_versions`` are the versions of the code (hashes of the workflow's
+    source file) that have run it, oldest first. ``waiting_for`` says what a
+    running run waits for that is not there, such as "waiting for a worker
+    that serves score_batch"; None otherwise. ``group_revision`` is the revision of
+    the deployed worker group of its queue when it started (None: no group).
+    """
+
+    workflow_name: str
+    workflow_id: str
+    run_id: str
+    status: str
+    input: dict[str, Any]
+    result: Any
+    error: ErrorInfo | None
+    task_queue: str
+    code_version: str
+    created_at: float
+    updated_at: float
+    ended_at: float | None
+    blocked_reason: str | None
+    code_versions: tuple[str, ...] = ()
+    waiting_for: str | None = None
+    group_revision: int | None = None
+
+    @classmethod
+    def from_record(cls, run: RunRecord, served: set[tuple[str, str]] | None = None) -> WorkflowRun:
+        """``served``: the (workflow, queue) pairs live workers serve, to fill ``waiting_for``."""
+        return cls(
+            workflow_name=run.workflow_name,
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+            status=run.status,
+            input=run.input,
+            result=run.result,
+            error=run.error,
+            task_queue=run.task_queue,
+            code_version=run.code_version,
+            created_at=run.created_at,
+            updated_at=run.updated_at,
+            ended_at=run.ended_at,
+            blocked_reason=run.blocked_reason,
+            code_versions=run.code_versions,
+            waiting_for=waiting_for(run, served) if served is not None else None,
+            group_revision=run.group_revision,
+        )
+
+    @property
+    def handle(self) -> WorkflowRunHandle:
+        return WorkflowRunHandle(self.workflow_name, self.workflow_id, self.run_id)
+
+
+@dataclass(frozen=True)
+class RunsPage:
+    """One page of runs, newest first; pass ``next_cursor`` back for the next page
+    (None on the last one)."""
+
+    runs: list[WorkflowRun]
+    next_cursor: str | None = None
+
+
+def served_workflows(workers: Iterable[WorkerRecord], now: float) -> set[tuple[str, str]]:
+    """The (workflow name, queue) pairs that the live registered workers serve."""
+    pairs: set[tuple[str, str]] = set()
+    for worker in workers:
+        if worker.heartbeat_at < now - LIVE_WORKER_SECONDS:
+            continue
+        names = worker.info.get("workflows", [])
+        pairs.update((str(name), queue) for name in names for queue in worker.queues)
+    return pairs
+
+
+def waiting_for(run: RunRecord, served: set[tuple[str, str]]) -> str | None:
+    """ "waiting for a worker that serves NAME" for a run that no live worker can run."""
+    if run.status != "running" or not run.runnable:
+        return None
+    if (run.workflow_name, run.task_queue) in served:
+        return None
+    where = "" if run.task_queue == "default" else f" on queue {run.task_queue}"
+    return f"waiting for a worker that serves {run.workflow_name}{where}"
+
+
+def outcome(run: WorkflowRun) -> Any:
+    """The result of an ended run, or the error that says why there is none."""
+    if run.status == "completed":
+        return run.result
+    if run.status == "blocked":
+        raise WorkflowBlockedError(f"run {run.run_id} is blocked:\n{run.blocked_reason}")
+    error = run.error
+    kind = WorkflowCancelledError if run.status == "cancelled" else WorkflowFailedError
+    raise kind(
+        run.run_id,
+        error.type if error else run.status,
+        error.message if error else f"the run was {run.status}",
+    )

@@ -1,0 +1,12 @@
+"""The use cases the demo offers, in the order its page lists them."""
+
+from __future__ import annotations
+
+from keepgoing._demo.usecases.base import DemoStack, Evidence, UseCase
+from keepgoing._demo.usecases.billing import BILLING
+from keepgoing._demo.usecases.crm import CRM
+from keepgoing._demo.usecases.reconciliation import RECONCILIATION
+
+USE_CASES: tuple[UseCase, ...] = (BILLING, CRM, RECONCILIATION)
+
+__all__ = ["USE_CASES", "DemoStack", "Evidence", "UseCase"]

@@ -1,0 +1,91 @@
+"""Building ledger rows: what is kept of a call's messages, and token estimates."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from keepgoing._gateway.providers.scripted import count_tokens
+from keepgoing._store.gateway_protocol import GatewayCall, GatewayKey, KeyUsage
+
+__all__ = ["Caller", "estimate_tokens", "kept", "new_call_id"]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who makes a call, and the task attempt it is made from (if any)."""
+
+    key_id: str = ""
+    key: GatewayKey | None = None
+    usage: KeyUsage | None = None  # read with the key, at the start of the request
+    run_id: str | None = None
+    step: int | None = None
+    attempt: int | None = None
+    operation_id: str | None = None
+    trace_parent: dict[str, str] | None = None  # W3C trace headers sent by the caller
+
+    def stamp(self) -> dict[str, Any]:
+        """The ledger fields that tie a call to its step."""
+        return {
+            "key_id": self.key_id,
+            "run_id": self.run_id,
+            "step": self.step,
+            "attempt": self.attempt,
+            "operation_id": self.operation_id,
+            "attempt_state": "open" if self.run_id and self.attempt is not None else "none",
+        }
+
+
+def new_call_id() -> str:
+    return "gc_" + uuid.uuid4().hex
+
+
+def _redact(value: Any) -> Any:
+    if isinstance(value, str):
+        return f"[redacted: {len(value)} characters]"
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: (v if k in ("role", "type", "name", "id", "tool_call_id") else _redact(v))
+            for k, v in value.items()
+        }
+    return value
+
+
+def kept(setting: str, value: Any) -> str | None:
+    """What the ledger keeps of ``value`` (messages or an answer) under the ``prompts`` setting."""
+    if setting == "off" or value is None:
+        return None
+    shown = _redact(value) if setting == "redact" else value
+    return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+
+
+def estimate_tokens(messages: list[dict[str, Any]], answer_text: str) -> tuple[int, int]:
+    """Input and output tokens, estimated, for a provider that reported no usage."""
+    prompt = 3 + sum(4 + count_tokens(json.dumps(m.get("content") or "")) for m in messages)
+    return prompt, count_tokens(answer_text)
+
+
+def refused_row(
+    caller: Caller, operation: str, model: str, error: str, created: float, latency: float
+) -> GatewayCall:
+    return GatewayCall(
+        call_id=new_call_id(),
+        operation=operation,
+        model_asked=model,
+        model_answered=None,
+        provider=None,
+        input_tokens=0,
+        output_tokens=0,
+        cost=0.0,
+        latency=latency,
+        ttft=None,
+        status="refused",
+        created_at=created,
+        error=error,
+        tries=0,
+        **caller.stamp(),
+    )

@@ -1,0 +1,185 @@
+"""Kill the worker: by its id, or the one running a run's current step.
+
+A plain ``keepgoing worker`` on this server's machine is sent ``SIGKILL``
+through its registered pid, after checking that the pid still names that
+worker (``_worker/process.py``). A worker elsewhere, or one that did not
+register its identity, is refused with 409 ``worker_not_killable`` naming why.
+Each kill is audited (``worker.kill``) with the caller as its actor, and
+recorded as a stop of that worker before the signal (``_worker/stopping.py``),
+so the attempts it loses carry the cause ``killed_by_request`` and count
+against no limit.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from keepgoing._server.auth import Principal, require
+from keepgoing._server.context import ServerContext, context
+from keepgoing._server.errors import ApiError
+from keepgoing._server.inspect_schemas import KillResult
+from keepgoing._server.routes._common import (
+    PREFIX,
+    STRICT,
+    WorkflowIdPath,
+    documented,
+    find_run,
+)
+from keepgoing._server.schemas import ID_PATTERN
+from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord, WorkerStop
+from keepgoing._store.stops import KILLED_BY_REQUEST
+from keepgoing._worker import process
+from keepgoing._worker.stopping import kill_recorded
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX, tags=["workers"], dependencies=STRICT)
+
+KillsWorkers = Annotated[Principal, require("workers.kill")]
+WorkerIdPath = Annotated[
+    str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,199}$", description="A worker id.")
+]
+
+
+#: Where a kill was asked from, as the caller says; it only labels the loss
+#: ("worker killed from the UI by alice"), the actor is the authenticated caller.
+Via = Literal["api", "ui", "cli"]
+
+
+class KillBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    via: Via = Field(default="api", description="Where the kill was asked from.")
+
+
+class KillRunBody(KillBody):
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str | None = Field(default=None, pattern=ID_PATTERN)
+    cmd: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31,
+        description="The step whose worker to kill (default: "
+        "the step started last among the running ones).",
+    )
+
+
+async def _kill(
+    ctx: ServerContext,
+    who: Principal,
+    worker: WorkerRecord,
+    run: RunRecord | None = None,
+    cmd: int | None = None,
+    via: str = "api",
+) -> KillResult:
+    # The stop is recorded before the signal, so the reaper that takes the
+    # worker's attempts knows the loss was asked for (``_store/stops.py``).
+    stop = WorkerStop(worker.worker_id, KILLED_BY_REQUEST, who.kind, who.id, via)
+    try:
+        killed = await kill_recorded(ctx.store, worker, stop, ctx.clock.now())
+    except process.NotKillable as exc:
+        raise ApiError(
+            409,
+            "worker_not_killable",
+            f"worker {worker.worker_id}: {exc}",
+            {"reason": exc.reason, "worker_id": worker.worker_id, "host": worker.host},
+        ) from None
+    detail: dict[str, object] = {
+        "worker_id": worker.worker_id,
+        "host": killed.host,
+        "pid": killed.pid,
+        "via": via,
+    }
+    if cmd is not None:
+        detail["cmd"] = cmd
+    await ctx.store.append_audit(
+        AuditEntry(
+            at=ctx.clock.now(),
+            actor_kind=who.kind,
+            actor_id=who.id,
+            action="worker.kill",
+            workflow_id=run.workflow_id if run is not None else None,
+            run_id=run.run_id if run is not None else None,
+            detail=detail,
+        )
+    )
+    return KillResult(
+        worker_id=worker.worker_id,
+        host=killed.host,
+        pid=killed.pid,
+        run_id=run.run_id if run is not None else None,
+        cmd=cmd,
+    )
+
+
+async def _worker(ctx: ServerContext, worker_id: str) -> WorkerRecord:
+    for worker in await ctx.store.list_workers():
+        if worker.worker_id == worker_id:
+            return worker
+    raise ApiError(
+        404, "worker_not_found", f"no registered worker {worker_id!r} (it may have stopped)"
+    )
+
+
+@router.post(
+    "/workers/{worker_id}/kill",
+    response_model=KillResult,
+    responses=documented(404, 409, reads=False),
+    summary="Kill a worker (SIGKILL)",
+)
+async def kill_worker(
+    worker_id: WorkerIdPath,
+    request: Request,
+    principal: KillsWorkers,
+    body: KillBody | None = None,
+) -> KillResult:
+    """Send `SIGKILL` to a plain `keepgoing worker` on this server's machine, by its
+    registered pid once it is checked to still be that worker (permission
+    `workers.kill` or `admin`). Its attempts are retried on other workers, as after
+    any crash, and each such loss is recorded with cause `killed_by_request` and the
+    caller as its actor: it does not count against the task's `max_worker_losses`.
+    A worker on another host, or inside another program, is a 409
+    `worker_not_killable` whose `details.reason` says why."""
+    ctx = context(request)
+    via = body.via if body is not None else "api"
+    return await _kill(ctx, principal, await _worker(ctx, worker_id), via=via)
+
+
+@router.post(
+    "/runs/{workflow_id:kgid}/kill-worker",
+    response_model=KillResult,
+    responses=documented(404, 409, reads=False),
+    summary="Kill the worker running a run's current step",
+)
+async def kill_run_worker(
+    workflow_id: WorkflowIdPath,
+    request: Request,
+    principal: KillsWorkers,
+    body: KillRunBody | None = None,
+) -> KillResult:
+    """Find the worker running the run's current step (or step `cmd`) and kill it as
+    `POST /workers/{id}/kill` does. 409 `nothing_running` when no step of the run is
+    running now."""
+    ctx = context(request)
+    body = body or KillRunBody()
+    run = await find_run(ctx.store, workflow_id, body.run_id)
+    rows = [
+        t
+        for t in await ctx.store.run_tasks(run.run_id)
+        if t.status == "running" and t.lease_owner and (body.cmd is None or t.cmd == body.cmd)
+    ]
+    if run.status != "running" or not rows:
+        which = f"step {body.cmd} of " if body.cmd is not None else ""
+        raise ApiError(
+            409,
+            "nothing_running",
+            f"no worker is running {which}run {run.run_id} now (it is {run.status})",
+        )
+    current = max(rows, key=lambda t: (t.started_at or 0.0, t.cmd))
+    assert current.lease_owner is not None
+    worker = await _worker(ctx, current.lease_owner)
+    return await _kill(ctx, principal, worker, run, current.cmd, body.via)

@@ -1,0 +1,231 @@
+"""The browser session: a token pasted once becomes an ``HttpOnly`` cookie.
+
+The cookie (:data:`COOKIE`) holds the token itself, ``HttpOnly; SameSite=Strict;
+Path=/`` (and ``Secure`` over https), so page scripts never see it and no other
+site's page sends it. :class:`Session` sits outside the API's door and, for a
+request that carries the cookie and no ``Authorization`` header, hands the door
+``Authorization: Bearer <token>``: the door authenticates it and every route
+checks its permission exactly as for any API client, and the audit log names
+the token's principal.
+
+A request the cookie authenticates that changes state (``POST``, ``PUT``,
+``PATCH``, ``DELETE``) must also carry the CSRF token (:func:`csrf_token`) in
+the ``X-CSRF-Token`` header or, for a plain HTML form, the ``csrf_token`` field,
+and must not come from another origin (``Origin``, ``Sec-Fetch-Site``); else it
+is refused with 403 before the door sees it. The CSRF token is an HMAC of a
+fixed label keyed by the session's token, so it needs no server-side state and
+every server process of a deployment agrees on it.
+
+A page (``GET`` of a path outside the API) that the door refuses with 401 is
+answered with a redirect to the sign-in page instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import urllib.parse
+from http.cookies import SimpleCookie
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from keepgoing._server.context import ServerContext
+from keepgoing._server.door import UNSAFE
+from keepgoing._server.errors import error_response
+
+__all__ = [
+    "COOKIE",
+    "CSRF_FIELD",
+    "CSRF_HEADER",
+    "Session",
+    "clear_cookie",
+    "csrf_token",
+    "is_page",
+    "session_cookie",
+    "session_token",
+]
+
+COOKIE = "kg_session"
+CSRF_HEADER = "x-csrf-token"
+CSRF_FIELD = "csrf_token"
+_LABEL = b"keepgoing-ui-csrf-v1"
+#: The largest form body read here to find its CSRF field.
+_MAX_FORM = 64 * 1024
+#: Paths that are never pages: the API, its documents, probes and metrics.
+#: The UI's page paths (``pages.router``; a test checks the two agree). Only these are
+#: pages: the API, the model gateway's ``/v1``, documents, probes and assets answer as
+#: themselves, a 401 in JSON and never a sign-in page.
+PAGES = frozenset(
+    {"/", "/demo", "/run", "/replay", "/diff", "/memory", "/memory/volume", "/workers", "/audit"}
+    | {"/reviews"}
+    | {"/signin", "/signout"}
+)
+
+
+def csrf_token(token: str) -> str:
+    """The CSRF token of a session whose API token is ``token``."""
+    return hmac.new(token.encode("utf-8"), _LABEL, hashlib.sha256).hexdigest()
+
+
+def is_page(path: str) -> bool:
+    """Whether ``path`` is a UI page (not the API, the gateway, documents, probes or assets)."""
+    return path in PAGES
+
+
+def session_token(headers: dict[str, str]) -> str | None:
+    """The token in the session cookie of a request's headers (lower-case names), or None."""
+    raw = headers.get("cookie")
+    if not raw:
+        return None
+    jar: SimpleCookie = SimpleCookie()
+    try:
+        jar.load(raw)
+    except Exception:  # a malformed Cookie header is no session, not an error page
+        return None
+    morsel = jar.get(COOKIE)
+    value = morsel.value if morsel is not None else ""
+    return value or None
+
+
+def session_cookie(token: str, secure: bool) -> str:
+    """The ``Set-Cookie`` value that starts a session."""
+    flags = "; Secure" if secure else ""
+    return f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{flags}"
+
+
+def clear_cookie(secure: bool) -> str:
+    """The ``Set-Cookie`` value that ends a session."""
+    flags = "; Secure" if secure else ""
+    return f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{flags}"
+
+
+def same_origin(headers: dict[str, str], scheme: str) -> bool:
+    """Whether a browser request comes from this server's own origin (or says nothing)."""
+    host = headers.get("host", "").strip().lower()
+    origin = headers.get("origin")
+    if origin is not None:
+        parsed = urllib.parse.urlsplit(origin.strip())
+        if parsed.scheme != scheme or parsed.netloc.lower() != host:
+            return False
+    return headers.get("sec-fetch-site", "").lower() not in ("cross-site", "same-site")
+
+
+class Session:
+    """Plain ASGI, outside the door: cookie to bearer, CSRF, and sign-in redirects."""
+
+    def __init__(self, app: ASGIApp, ctx: ServerContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        token = session_token(headers) if self.ctx.auth else None
+        if token is not None and "authorization" not in headers:
+            if scope.get("method") in UNSAFE:
+                refusal, receive = await self._check_csrf(scope, receive, headers, token)
+                if refusal is not None:
+                    await refusal(scope, receive, send)
+                    return
+            scope = dict(scope)
+            scope["headers"] = [
+                *scope["headers"],
+                (b"authorization", f"Bearer {token}".encode("latin-1")),
+            ]
+        path = str(scope.get("path", ""))
+        if self.ctx.auth and scope.get("method") == "GET" and is_page(path):
+            send = _redirect_unauthenticated(scope, send)
+        await self.app(scope, receive, send)
+
+    async def _check_csrf(
+        self, scope: Scope, receive: Receive, headers: dict[str, str], token: str
+    ) -> tuple[ASGIApp | None, Receive]:
+        """A refusal (or None) for a cookie-authenticated change, and the ``receive``
+        to go on with (the form body, if it was read here, is replayed)."""
+        if not same_origin(headers, str(scope.get("scheme", "http"))):
+            return (
+                error_response(
+                    403,
+                    "origin_not_allowed",
+                    "this change comes from another site's page; the signed-in session "
+                    "only accepts changes made from this server's own pages",
+                ),
+                receive,
+            )
+        expected = csrf_token(token)
+        given = headers.get(CSRF_HEADER)
+        content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if given is None and content_type == "application/x-www-form-urlencoded":
+            body, receive = await _read_body(receive, _MAX_FORM)
+            fields = urllib.parse.parse_qs(body.decode("latin-1"), keep_blank_values=True)
+            values = fields.get(CSRF_FIELD)
+            given = values[0] if values else None
+        if given is None or not hmac.compare_digest(given.encode("latin-1"), expected.encode()):
+            return (
+                error_response(
+                    403,
+                    "csrf_failed",
+                    "this change carries no valid CSRF token; the session's pages send it "
+                    f"in the {CSRF_HEADER!r} header or the {CSRF_FIELD!r} form field",
+                ),
+                receive,
+            )
+        return None, receive
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:
+    """Read up to ``limit`` bytes of the body; return them and a ``receive`` that
+    replays every message read (the rest is left for the app to read)."""
+    messages: list[Message] = []
+    body = b""
+    while len(body) <= limit:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            break
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+
+    async def replay() -> Message:
+        if messages:
+            return messages.pop(0)
+        return await receive()
+
+    return body[:limit], replay
+
+
+def _redirect_unauthenticated(scope: Scope, send: Send) -> Send:
+    """A ``send`` that turns the door's 401 for a page into a redirect to sign in."""
+    target = str(scope.get("path", "/"))
+    query = scope.get("query_string", b"").decode("latin-1")
+    if query:
+        target += "?" + query
+    location = "/signin?" + urllib.parse.urlencode({"next": target})
+    secure = scope.get("scheme") == "https"
+    swallowing = False
+
+    async def sending(message: Message) -> None:
+        nonlocal swallowing
+        if message["type"] == "http.response.start" and message["status"] == 401:
+            swallowing = True
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 303,
+                    "headers": [
+                        (b"location", location.encode("latin-1")),
+                        (b"set-cookie", clear_cookie(secure).encode("latin-1")),
+                        (b"content-length", b"0"),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if swallowing:
+            return
+        await send(message)
+
+    return sending

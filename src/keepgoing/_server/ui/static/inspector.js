@@ -1,0 +1,170 @@
+// The checkpoint inspector: one step's inputs, output, attempts, operation id,
+// memory writes and logs, and whether a replacement worker reused its output.
+
+import { api, el, clear, enc, fmtDur, fmtTime, json, offers, volumeHref } from "./api.js";
+
+export function renderInspector(root, step, model, { live = true } = {}) {
+  if (!step) {
+    clear(root, el("p", { class: "muted" }, "Select a step in the timeline to inspect its checkpoint."));
+    return;
+  }
+  const attempts = [...step.attempts];
+  if (step.current) attempts.push({ ...step.current, n: step.attempts.length + 1, worker: "", error: null });
+  const rows = attempts.map((a) =>
+    el(
+      "tr",
+      { class: `attempt a-${a.outcome}`, dataset: { outcome: a.outcome } },
+      el("td", {}, String(a.n)),
+      el("td", {}, a.worker || "—"),
+      el("td", {}, fmtTime(a.start)),
+      el("td", {}, a.end != null && a.outcome !== "running" ? fmtDur(a.end - a.start) : "running"),
+      el(
+        "td",
+        {},
+        el("span", { class: `badge o-${a.outcome}` }, outcomeText(a)),
+        a.why ? el("div", { class: `muted cause${a.cause === "killed_by_request" ? " killed" : ""}`, dataset: { cause: a.cause || "" } }, a.why) : null,
+        a.error ? el("div", { class: "err" }, `${a.error.type}: ${a.error.message}`) : null,
+        a.error && a.error.traceback
+          ? el("details", {}, el("summary", {}, "Traceback"), el("pre", { class: "code" }, a.error.traceback))
+          : null,
+      ),
+    ),
+  );
+  const logs = el("div", { class: "logs", id: "insp-logs" });
+  clear(
+    root,
+    el("h2", { id: "inspector-title" }, `${step.name} `, el("span", { class: `badge s-${step.status}` }, step.status)),
+    step.reused
+      ? el(
+          "p",
+          { class: "reused", role: "note" },
+          "Replacement worker reused the saved output.",
+          el("span", { class: "muted" }, ` ${step.reused.by} took over after ${step.reused.lost} was lost; this step was not run again.`),
+        )
+      : null,
+    el(
+      "dl",
+      { class: "facts" },
+      el("dt", {}, "Operation id"),
+      el("dd", {}, el("code", {}, step.operationId)),
+      el("dt", {}, "Step"),
+      el("dd", {}, `#${step.cmd} · scheduled ${fmtTime(step.scheduledAt)}${step.endedAt ? ` · took ${fmtDur(step.endedAt - step.scheduledAt)}` : ""}`),
+      el("dt", {}, "Retries allowed"),
+      el("dd", {}, `${step.retries} · timeout ${fmtDur(step.timeout)}`),
+    ),
+    el("h3", {}, "Inputs"),
+    el("pre", { class: "code", id: "insp-inputs" }, json({ args: step.args, kwargs: step.kwargs })),
+    el("h3", {}, "Output"),
+    step.status === "completed"
+      ? el("pre", { class: "code", id: "insp-output" }, json(step.output))
+      : step.error
+        ? el("pre", { class: "code err", id: "insp-output" }, `${step.error.type}: ${step.error.message}`)
+        : el("p", { class: "muted", id: "insp-output" }, "No output yet."),
+    el("h3", {}, `Attempts (${attempts.length})`),
+    el(
+      "div",
+      { class: "scroll-x" },
+      el(
+        "table",
+        { class: "grid", id: "insp-attempts" },
+        el("thead", {}, el("tr", {}, ...["#", "Worker", "Started", "Duration", "Outcome"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows),
+      ),
+    ),
+    el("h3", {}, "Memory written"),
+    step.memory.length
+      ? el(
+          "ul",
+          { id: "insp-memory" },
+          step.memory.map((m) =>
+            el(
+              "li",
+              {},
+              el("a", { href: volumeHref(m.volume, m.version, m.ref) }, `${m.volume} v${m.version}`),
+              ` (attempt ${m.attempt}): ${m.paths.join(", ")}`,
+            ),
+          ),
+        )
+      : el("p", { class: "muted", id: "insp-memory" }, "This step wrote no memory."),
+    el("h3", {}, "Logs"),
+    logs,
+  );
+  if (live && model.run.workflowId) {
+    loadLogs(logs, model, step, attempts);
+    loadServerView(root, model, step);
+  }
+  else clear(logs, el("p", { class: "muted" }, "Logs are not part of a recorded history."));
+}
+
+function outcomeText(a) {
+  switch (a.outcome) {
+    case "worker_lost":
+      return `worker lost${a.worker ? ` (${a.worker})` : ""}`;
+    case "timeout":
+      return "timed out";
+    default:
+      return a.outcome.replace("_", " ");
+  }
+}
+
+async function loadLogs(box, model, step, attempts) {
+  const path = "/api/v1/runs/{workflow_id}/logs";
+  if (!(await offers(path))) {
+    clear(box, el("p", { class: "muted" }, "This server does not keep logs per step."));
+    return;
+  }
+  clear(box, el("p", { class: "muted" }, "Loading logs…"));
+  try {
+    const q = new URLSearchParams({ cmd: String(step.cmd) });
+    const data = await api(`/api/v1/runs/${enc(model.run.workflowId)}/logs?${q}`);
+    const entries = data.logs || data.attempts || [];
+    if (!entries.length) {
+      clear(box, el("p", { class: "muted" }, "No output was captured for this step."));
+      return;
+    }
+    clear(
+      box,
+      entries.map((entry) =>
+        el(
+          "details",
+          { open: entry.attempt === attempts.length },
+          el("summary", {}, `Attempt ${entry.attempt}${entry.truncated ? " (truncated)" : ""}`),
+          el("pre", { class: "code log" }, entry.text ?? entry.output ?? json(entry)),
+        ),
+      ),
+    );
+  } catch (error) {
+    clear(box, el("p", { class: "error" }, `Logs: ${error.message}`));
+  }
+}
+
+// The server's own view of the step (GET .../steps): why each attempt ended, who
+// killed a worker, and its verdict on a reused output, which win over the history's.
+async function loadServerView(root, model, step) {
+  if (!(await offers("/api/v1/runs/{workflow_id}/steps"))) return;
+  let found = null;
+  try {
+    const q = new URLSearchParams({ offset: String(step.index), limit: "1" });
+    if (model.run.runId) q.set("run_id", model.run.runId);
+    const data = await api(`/api/v1/runs/${enc(model.run.workflowId)}/steps?${q}`);
+    found = (data.steps || []).find((s) => s.cmd === step.cmd) || null;
+  } catch {
+    return; // the history's view stays
+  }
+  if (!found || !root.isConnected || !root.querySelector("#insp-attempts")) return;
+  const rows = root.querySelectorAll("#insp-attempts tbody tr");
+  (found.attempts || []).forEach((a, i) => {
+    const row = rows[i];
+    if (!row) return;
+    // Histories recorded before causes were kept: the server's audit log may know.
+    if (a.cause === "killed_by_request" && !row.querySelector(".cause")) {
+      row.lastElementChild.append(el("div", { class: "muted cause killed" }, a.cause_text || `worker killed on request${a.killed_by ? ` by ${a.killed_by}` : ""}`));
+    }
+  });
+  const note = root.querySelector(".reused");
+  if (found.reused_output && !note) {
+    root.querySelector("#inspector-title").after(
+      el("p", { class: "reused", role: "note" }, "Replacement worker reused the saved output.", el("span", { class: "muted" }, ` ${found.reused_by || "another worker"} took over; this step was not run again.`)),
+    );
+  } else if (!found.reused_output && note) note.remove();
+}

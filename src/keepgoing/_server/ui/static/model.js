@@ -1,0 +1,323 @@
+// A run's history (the events of `keepgoing history export`) as steps, attempts,
+// waits and memory writes: what the timeline, the inspector, replay and diff show.
+// Pure: the same events always give the same model, so replay is just a prefix.
+
+const WAIT_START = {
+  TimerStarted: "timer",
+  MessageWaitStarted: "message",
+  EventWaitStarted: "event",
+  ChildStarted: "child",
+};
+
+export function buildModel(events, { now } = {}) {
+  const run = {
+    workflowId: "",
+    runId: "",
+    name: "",
+    input: {},
+    queue: "",
+    status: "running",
+    startedAt: null,
+    endedAt: null,
+    result: undefined,
+    error: null,
+    blockedReason: null,
+    codeVersion: "",
+  };
+  const steps = [];
+  const byCmd = new Map();
+  const waits = [];
+  const waitByKey = new Map();
+  const openMessageWaits = [];
+  const losses = [];
+  const messages = [];
+  const sent = [];
+  const children = [];
+  const memory = [];
+  const activations = [];
+  let last = null;
+
+  for (const e of events) {
+    last = e;
+    switch (e.type) {
+      case "WorkflowStarted":
+        Object.assign(run, {
+          workflowId: e.workflow_id,
+          runId: e.run_id,
+          name: e.workflow_name,
+          input: e.input,
+          queue: e.task_queue,
+          startedAt: e.at,
+          codeVersion: e.code_version,
+        });
+        break;
+      case "ActivationCompleted":
+        activations.push({ seq: e.seq, at: e.at, worker: e.worker, sawUpto: e.saw_upto });
+        break;
+      case "TaskScheduled": {
+        const step = {
+          cmd: e.cmd,
+          name: e.name,
+          args: e.args,
+          kwargs: e.kwargs,
+          retries: e.retries,
+          timeout: e.timeout,
+          scheduledAt: e.at,
+          scheduledSeq: e.seq,
+          attempts: [],
+          status: "scheduled",
+          output: undefined,
+          error: null,
+          memory: [],
+          reused: null,
+          endedAt: null,
+          completedSeq: null,
+          operationId: `op-${run.runId}-${e.cmd}`,
+          index: steps.length,
+        };
+        steps.push(step);
+        byCmd.set(e.cmd, step);
+        break;
+      }
+      case "TaskAttemptFailed": {
+        const step = byCmd.get(e.cmd);
+        if (!step) break;
+        const prev = step.attempts[step.attempts.length - 1];
+        step.attempts.push({
+          n: e.attempt,
+          worker: e.worker,
+          start: e.started_at ?? (prev ? prev.end : step.scheduledAt),
+          end: e.at,
+          outcome: e.reason,
+          error: e.error,
+          retryAt: e.retry_at,
+          seq: e.seq,
+          cause: e.cause ?? null,
+          why: causeText(e.reason, e.cause, e.actor, e.via),
+        });
+        step.status = e.retry_at != null ? "retrying" : "failing";
+        if (e.reason === "worker_lost") losses.push({ worker: e.worker, at: e.at, seq: e.seq, cmd: e.cmd, step: step.name });
+        break;
+      }
+      case "TaskCompleted": {
+        const step = byCmd.get(e.cmd);
+        if (!step) break;
+        const prev = step.attempts[step.attempts.length - 1];
+        step.attempts.push({
+          n: e.attempt,
+          worker: e.worker,
+          start: e.started_at ?? (prev ? prev.end : step.scheduledAt),
+          end: e.at,
+          outcome: "completed",
+          error: null,
+          seq: e.seq,
+        });
+        Object.assign(step, { status: "completed", output: e.result, endedAt: e.at, completedSeq: e.seq });
+        break;
+      }
+      case "TaskFailed": {
+        const step = byCmd.get(e.cmd);
+        if (!step) break;
+        // An uncertain outcome waits for a reviewer (see the Reviews page), it has not failed.
+        const status = e.reason === "uncertain" ? "uncertain" : "failed";
+        Object.assign(step, { status, error: e.error, endedAt: e.at, failReason: e.reason });
+        break;
+      }
+      case "TaskCancelRequested": {
+        const step = byCmd.get(e.cmd);
+        if (step && !["completed", "failed", "uncertain"].includes(step.status)) {
+          Object.assign(step, { status: "cancelled", endedAt: e.at });
+        }
+        break;
+      }
+      case "MemoryCommitted": {
+        const write = { volume: e.volume, version: e.version, paths: e.paths, ref: e.ref, cmd: e.cmd, attempt: e.attempt, at: e.at, seq: e.seq };
+        memory.push(write);
+        const step = byCmd.get(e.cmd);
+        if (step) step.memory.push(write);
+        break;
+      }
+      case "MessageReceived": {
+        messages.push({ name: e.name, payload: e.payload, sender: `${e.sender_kind}:${e.sender_id}`, senderKind: e.sender_kind, senderId: e.sender_id, at: e.at, seq: e.seq, id: e.message_id });
+        const i = openMessageWaits.findIndex((w) => w.name === e.name);
+        if (i >= 0) {
+          const [wait] = openMessageWaits.splice(i, 1);
+          endWait(wait, e.at, `received from ${e.sender_kind} ${e.sender_id}`);
+        }
+        break;
+      }
+      case "MessageSent":
+        sent.push({ cmd: e.cmd, to: e.workflow_id, name: e.name, payload: e.payload, at: e.at, seq: e.seq, delivered: null });
+        break;
+      case "MessageDelivered": {
+        const s = sent.find((m) => m.cmd === e.cmd);
+        if (s) s.delivered = e.error ? `not delivered: ${e.error.message}` : "delivered";
+        break;
+      }
+      case "ChildRunStarted": {
+        const child = children.find((c) => c.cmd === e.cmd);
+        if (child) Object.assign(child, { runId: e.run_id, error: e.error });
+        break;
+      }
+      case "ChildEnded": {
+        const child = children.find((c) => c.cmd === e.cmd);
+        if (child) Object.assign(child, { status: e.status, result: e.result, endedAt: e.at });
+        const wait = waitByKey.get(`child:${e.cmd}`);
+        if (wait) endWait(wait, e.at, `child ${e.status}`);
+        break;
+      }
+      case "TimerFired":
+      case "TimerCancelled": {
+        const wait = waitByKey.get(`timer:${e.cmd}`);
+        if (wait) endWait(wait, e.at, e.type === "TimerFired" ? "fired" : "cancelled");
+        break;
+      }
+      case "EventReceived":
+      case "EventWaitCancelled": {
+        const wait = waitByKey.get(`event:${e.cmd}`);
+        if (wait) endWait(wait, e.at, e.type === "EventReceived" ? `event ${e.event_id}` : "cancelled");
+        break;
+      }
+      case "WorkflowCompleted":
+        Object.assign(run, { status: "completed", result: e.result, endedAt: e.at });
+        break;
+      case "WorkflowFailed":
+        Object.assign(run, { status: "failed", error: e.error, endedAt: e.at });
+        break;
+      case "WorkflowCancelled":
+        Object.assign(run, { status: "cancelled", endedAt: e.at });
+        break;
+      case "WorkflowContinuedAsNew":
+        Object.assign(run, { status: "continued", endedAt: e.at });
+        break;
+      case "WorkflowBlocked":
+        Object.assign(run, { status: "blocked", blockedReason: e.reason });
+        break;
+      default:
+        break;
+    }
+    const kind = WAIT_START[e.type];
+    if (kind) {
+      const wait = {
+        kind,
+        cmd: e.cmd,
+        start: e.at,
+        end: null,
+        seq: e.seq,
+        label: waitLabel(e),
+        planned: e.type === "TimerStarted" ? e.fire_at : e.deadline ?? null,
+        outcome: null,
+        name: e.name,
+      };
+      waits.push(wait);
+      waitByKey.set(`${kind}:${e.cmd}`, wait);
+      if (kind === "message") openMessageWaits.push(wait);
+      if (kind === "child") children.push({ cmd: e.cmd, workflowId: e.workflow_id, name: e.workflow_name, input: e.input, status: "running", runId: null });
+    }
+    if (run.status === "blocked" && e.type === "ActivationCompleted") run.status = "running";
+  }
+  // A wait with no outcome yet stays open up to the run's end (or now, while it runs).
+  const end = run.endedAt ?? now ?? (last ? last.at : null);
+  for (const step of steps) {
+    if (step.status === "scheduled" || step.status === "retrying") {
+      const prev = step.attempts[step.attempts.length - 1];
+      const from = prev ? (prev.retryAt ?? prev.end) : step.scheduledAt;
+      if (run.endedAt == null) {
+        step.current = { start: from, end, outcome: "running" };
+        if (step.status === "scheduled" && step.attempts.length === 0) step.status = "running";
+      }
+    }
+  }
+  for (const wait of waits) {
+    if (wait.end === null) wait.openEnd = end;
+  }
+  markReused(steps, losses, activations);
+  return {
+    run,
+    steps,
+    waits,
+    losses,
+    messages,
+    sent,
+    children,
+    memory,
+    activations,
+    events,
+    first: events.length ? events[0].at : null,
+    last: end,
+  };
+}
+
+function endWait(wait, at, outcome) {
+  wait.end = at;
+  wait.outcome = outcome;
+}
+
+function waitLabel(e) {
+  switch (e.type) {
+    case "TimerStarted":
+      return `timer until ${new Date(e.fire_at * 1000).toISOString().slice(11, 19)}Z`;
+    case "MessageWaitStarted":
+      return `waiting for message "${e.name}"`;
+    case "EventWaitStarted":
+      return `waiting for event ${e.event_type}/${e.correlation_id}`;
+    case "ChildStarted":
+      return `child ${e.workflow_name} (${e.workflow_id})`;
+    default:
+      return e.type;
+  }
+}
+
+// A step finished before a worker was lost, and the worker that took over replayed
+// the history: it reused the saved output instead of running the step again.
+function markReused(steps, losses, activations) {
+  for (const loss of losses) {
+    const replacement = activations.find((a) => a.seq > loss.seq && a.worker && a.worker !== loss.worker);
+    if (!replacement) continue;
+    for (const step of steps) {
+      if (step.completedSeq !== null && step.completedSeq < loss.seq && !step.reused) {
+        step.reused = { by: replacement.worker, lost: loss.worker, at: replacement.at };
+      }
+    }
+  }
+}
+
+const CAUSE_TEXT = {
+  scaled_down: "worker scaled down",
+  drain_timeout: "worker stopped: its drain timed out",
+  replaced: "worker replaced by a newer revision",
+  hung_restart: "worker restarted itself (too many hung task threads)",
+  oom_killed: "worker ran out of memory (OOMKilled)",
+  unexplained: "worker lost (no known cause)",
+};
+const VIA_TEXT = { ui: "from the UI", cli: "from the CLI", api: "through the API" };
+
+/** Why a lost or released attempt's worker stopped, in words (as `keepgoing show`
+ * says it: _store/stops.py's describe); null for an attempt that ended otherwise. */
+export function causeText(reason, cause, actor, via) {
+  if (reason !== "worker_lost" && reason !== "released") return null;
+  if (cause === "killed_by_request") {
+    const where = VIA_TEXT[via || ""] || (via ? `(${via})` : "on request");
+    return `worker killed ${where}${actor ? ` by ${actor}` : ""}`;
+  }
+  if (cause && CAUSE_TEXT[cause]) return actor && cause !== "unexplained" ? `${CAUSE_TEXT[cause]} by ${actor}` : CAUSE_TEXT[cause];
+  if (reason === "released") return "worker shut down and handed the attempt back";
+  return cause ? `worker lost (${cause})` : "worker lost";
+}
+
+/** Every bar the timeline draws for a step: attempts, then the open one. */
+export function bars(step) {
+  const found = step.attempts.map((a) => ({ ...a }));
+  if (step.current) found.push({ ...step.current, n: step.attempts.length + 1, worker: "" });
+  return found;
+}
+
+/** The index of the first event after which `step` shows a retry (for replay). */
+export function retriedStep(model) {
+  return model.steps.find((s) => s.attempts.length > 1 || s.attempts.some((a) => a.outcome !== "completed")) || null;
+}
+
+/** How long a step took from its schedule to its end (or null while open). */
+export function stepDuration(step) {
+  return step.endedAt != null ? step.endedAt - step.scheduledAt : null;
+}

@@ -1,0 +1,209 @@
+// Replay a recorded run: a finished run of this server, or a history file (upload
+// or URL). The playhead is an index into the events; the timeline, the inspector
+// and the memory view show the run as it stood right after that event.
+
+import { api, clear, el, fmtTime, page, report, runPath, volumeHref } from "./api.js";
+import { renderInspector } from "./inspector.js";
+import { buildModel } from "./model.js";
+import { Timeline } from "./timeline.js";
+
+const status = document.getElementById("replay-status");
+const head = document.getElementById("playhead");
+const play = document.getElementById("play");
+const state = { events: [], at: 0, timer: null, selected: null, fromServer: false, model: null };
+const timeline = new Timeline(document.getElementById("timeline"), { onSelect: select });
+
+function select(step) {
+  state.selected = step.cmd;
+  renderInspector(document.getElementById("inspector"), step, state.model, { live: false });
+}
+
+function load(events, label, fromServer) {
+  if (!Array.isArray(events) || !events.length || !events.every((e) => e && typeof e.type === "string" && typeof e.seq === "number")) {
+    status.textContent = `${label}: not a keepgoing history (expected {"events": [...]} with a type and seq on each event).`;
+    status.className = "error";
+    return;
+  }
+  pause();
+  state.events = events;
+  state.fromServer = fromServer;
+  state.selected = null;
+  head.max = String(events.length);
+  head.value = "0";
+  status.className = "muted";
+  status.textContent = `${label}: ${events.length} events. Press Play, drag the playhead, or use ← → on it.`;
+  document.getElementById("scrubber").hidden = false;
+  document.getElementById("replay-view").hidden = false;
+  seek(1);
+}
+
+function seek(n) {
+  state.at = Math.max(0, Math.min(state.events.length, n));
+  head.value = String(state.at);
+  const shown = state.events.slice(0, state.at);
+  state.model = buildModel(shown);
+  // The axis spans the whole recording, so the bars grow in place as the playhead moves.
+  if (state.events.length) {
+    state.model.first = state.events[0].at;
+    state.model.last = Math.max(state.model.last ?? 0, state.events[state.events.length - 1].at);
+  }
+  const last = shown[shown.length - 1];
+  document.getElementById("playhead-text").textContent = last ? `event ${state.at} of ${state.events.length} · ${last.type} · ${fmtTime(last.at).slice(11)}` : "start";
+  timeline.update(state.model);
+  const step = state.selected !== null ? state.model.steps.find((s) => s.cmd === state.selected) : null;
+  const current = step || latestStep(state.model);
+  if (current) {
+    state.selected = current.cmd;
+    timeline.selectCmd(current.cmd);
+  } else renderInspector(document.getElementById("inspector"), null, state.model, { live: false });
+  renderMemory();
+}
+
+function latestStep(model) {
+  return model.steps.length ? model.steps[model.steps.length - 1] : null;
+}
+
+function renderMemory() {
+  const box = document.getElementById("replay-memory");
+  const writes = state.model.memory;
+  const latest = new Map();
+  for (const w of writes) latest.set(`${w.volume}@${w.ref}`, w);
+  clear(
+    box,
+    el("h2", {}, "Memory at this point"),
+    writes.length
+      ? el(
+          "ul",
+          { class: "plain", id: "replay-memory-list" },
+          [...latest.values()].map((w) =>
+            el(
+              "li",
+              {},
+              state.fromServer ? el("a", { href: volumeHref(w.volume, w.version, w.ref) }, `${w.volume} v${w.version}`) : `${w.volume} v${w.version}`,
+              ` — last written by step #${w.cmd} attempt ${w.attempt}: ${w.paths.join(", ")}`,
+            ),
+          ),
+        )
+      : el("p", { class: "muted", id: "replay-memory-list" }, "No memory written yet."),
+    writes.length > latest.size ? el("p", { class: "muted" }, `${writes.length} writes so far.`) : null,
+  );
+}
+
+// Inputs are the events that move a run; stepping goes from one to the next.
+const MOVES = new Set(["WorkflowStarted", "TaskCompleted", "TaskAttemptFailed", "TaskFailed", "TimerFired", "MessageReceived", "EventReceived", "ChildEnded", "MemoryCommitted", "WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowBlocked"]);
+
+function nextMove(from, dir) {
+  let i = from + dir;
+  while (i > 0 && i < state.events.length && !MOVES.has(state.events[i - 1].type)) i += dir;
+  return i;
+}
+
+function tick() {
+  if (state.at >= state.events.length) {
+    pause();
+    return;
+  }
+  seek(nextMove(state.at, 1));
+  state.timer = setTimeout(tick, Number(document.getElementById("speed").value));
+}
+
+function pause() {
+  clearTimeout(state.timer);
+  state.timer = null;
+  play.textContent = "▶ Play";
+  play.setAttribute("aria-label", "Play");
+}
+
+play.addEventListener("click", () => {
+  if (state.timer) {
+    pause();
+    return;
+  }
+  if (state.at >= state.events.length) seek(0);
+  play.textContent = "⏸ Pause";
+  play.setAttribute("aria-label", "Pause");
+  tick();
+});
+head.addEventListener("input", () => {
+  pause();
+  seek(Number(head.value));
+});
+document.getElementById("step-fwd").addEventListener("click", () => {
+  pause();
+  seek(nextMove(state.at, 1));
+});
+document.getElementById("step-back").addEventListener("click", () => {
+  pause();
+  seek(nextMove(state.at, -1));
+});
+document.getElementById("to-retry").addEventListener("click", () => {
+  pause();
+  // Just after the first failed attempt's retry completed (or the failure, if none did).
+  const failed = state.events.findIndex((e) => e.type === "TaskAttemptFailed");
+  if (failed < 0) {
+    status.textContent = "No step of this run was retried.";
+    return;
+  }
+  const cmd = state.events[failed].cmd;
+  const done = state.events.findIndex((e, i) => i > failed && (e.type === "TaskCompleted" || e.type === "TaskFailed") && e.cmd === cmd);
+  state.selected = cmd;
+  seek((done >= 0 ? done : failed) + 1);
+});
+
+document.getElementById("src-run").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const id = document.getElementById("src-id").value.trim();
+  try {
+    const [run, history] = await Promise.all([api(runPath(id)), api(`${runPath(id)}/history`)]);
+    if (run.status === "running") status.textContent = "";
+    load(history.events, `${run.workflow_name} ${run.workflow_id} (${run.status})`, true);
+  } catch (error) {
+    report(error, "Load the run");
+    status.textContent = error.message;
+    status.className = "error";
+  }
+});
+document.getElementById("src-file").addEventListener("change", async (event) => {
+  const file = event.target.files[0];
+  if (!file) return;
+  try {
+    const doc = JSON.parse(await file.text());
+    load(Array.isArray(doc) ? doc : doc.events, file.name, false);
+  } catch (error) {
+    status.textContent = `${file.name}: not JSON (${error.message})`;
+    status.className = "error";
+  }
+});
+document.getElementById("src-url").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const url = document.getElementById("src-url-input").value.trim();
+  try {
+    const response = await fetch(url, { credentials: new URL(url, location.href).origin === location.origin ? "same-origin" : "omit" });
+    if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+    const doc = await response.json();
+    load(Array.isArray(doc) ? doc : doc.events, url, new URL(url, location.href).origin === location.origin);
+  } catch (error) {
+    status.textContent = `${url}: ${error.message} (the URL must answer this browser, with CORS if on another site)`;
+    status.className = "error";
+  }
+});
+
+// The recordings shipped with keepgoing (static/recordings/, written by `make record-demo`).
+async function loadRecording(name) {
+  try {
+    const response = await fetch(`/ui/static/recordings/${encodeURIComponent(name)}.history.json`);
+    if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+    const doc = await response.json();
+    load(doc.events, `Recorded run: ${name}`, false);
+  } catch (error) {
+    status.textContent = `the recording ${name} could not be loaded: ${error.message}`;
+    status.className = "error";
+  }
+}
+for (const button of document.querySelectorAll("[data-recording]")) {
+  button.addEventListener("click", () => loadRecording(button.dataset.recording));
+}
+
+const initial = page().page.workflow_id;
+if (initial) document.getElementById("src-run").requestSubmit();
+else if (page().page.recording) loadRecording(page().page.recording);

@@ -1,0 +1,212 @@
+// The runs list: filters, pages, counts by status, blocked and waiting runs
+// flagged, and live updates (SSE when the server streams runs, else a refresh).
+
+import { api, ApiError, can, clear, el, fmtDur, fmtTime, offers, report, runHref, runPath, statusBadge, toast } from "./api.js";
+
+const form = document.getElementById("filters");
+const body = document.getElementById("runs-body");
+const next = document.getElementById("next-page");
+const note = document.getElementById("live-note");
+const PAGE_SIZE = 50;
+const state = { cursor: null, next: null, pages: [], features: null, refresh: null, asked: 0 };
+
+async function features() {
+  if (state.features === null) {
+    state.features = {
+      cursor: await offers("/api/v1/runs", "cursor"),
+      since: await offers("/api/v1/runs", "since"),
+      q: await offers("/api/v1/runs", "q"),
+      counts: await offers("/api/v1/run-counts"),
+      stream: await offers("/api/v1/stream/runs"),
+    };
+  }
+  return state.features;
+}
+
+function filters() {
+  const data = new FormData(form);
+  const get = (k) => String(data.get(k) || "").trim();
+  return { status: get("status"), workflow: get("workflow"), since: get("since"), until: get("until"), id: get("id"), q: get("q"), revision: get("revision"), needs_patch: get("needs_patch") };
+}
+
+function seconds(local) {
+  const t = new Date(local).getTime();
+  return Number.isNaN(t) ? null : String(t / 1000);
+}
+
+async function listQuery(f, position) {
+  const has = await features();
+  const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
+  if (f.status) q.set("status", f.status);
+  if (f.workflow) q.set("workflow", f.workflow);
+  const since = f.since ? seconds(f.since) : null;
+  const until = f.until ? seconds(f.until) : null;
+  if (since) q.set(has.since ? "since" : "created_after", since);
+  if (until) q.set(has.since ? "until" : "created_before", until);
+  if (f.q && has.q) q.set("q", f.q);
+  if (f.revision) q.set("revision", f.revision);
+  if (f.needs_patch) q.set("needs_patch", f.needs_patch);
+  if (position !== null && position !== undefined) q.set(has.cursor ? "cursor" : "offset", String(position));
+  return q;
+}
+
+async function load(position = null) {
+  const f = filters();
+  syncUrl(f);
+  // Only the newest request may draw: an older answer arriving late would undo a filter.
+  const asked = ++state.asked;
+  try {
+    let runs;
+    let more = null;
+    if (f.id) {
+      try {
+        runs = [await api(runPath(f.id))];
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 404) runs = [];
+        else throw error;
+      }
+    } else {
+      const data = await api(`/api/v1/runs?${await listQuery(f, position)}`);
+      runs = data.runs;
+      more = data.next_cursor ?? data.next_offset ?? null;
+      const has = await features();
+      if (f.q && !has.q) {
+        const needle = f.q.toLowerCase();
+        runs = runs.filter((r) => `${r.workflow_id} ${r.workflow_name} ${r.run_id} ${r.blocked_reason || ""} ${r.error ? r.error.message : ""}`.toLowerCase().includes(needle));
+      }
+    }
+    if (asked !== state.asked) return;
+    state.cursor = position;
+    state.next = more;
+    next.disabled = more === null;
+    render(runs);
+  } catch (error) {
+    if (asked !== state.asked) return;
+    clear(body, el("tr", {}, el("td", { colspan: "7", class: "error", role: "alert" }, error.message)));
+  }
+  loadCounts();
+}
+
+function render(runs) {
+  if (!runs.length) {
+    clear(body, el("tr", {}, el("td", { colspan: "7", class: "muted" }, "No runs match.")));
+    return;
+  }
+  clear(body, runs.map(row));
+}
+
+function row(r) {
+  const flags = [];
+  if (r.waiting_for) flags.push(el("span", { class: "flag waiting", title: r.waiting_for }, "⏳ waiting for a worker"));
+  if (r.status === "blocked") {
+    flags.push(el("details", { class: "flag blocked" }, el("summary", {}, "⚠ blocked: show the diff"), el("pre", { class: "code" }, r.blocked_reason || "")));
+  }
+  const actions = [];
+  if (r.status === "blocked" && can("runs.cancel")) {
+    const button = el("button", { type: "button", class: "small", "aria-label": `Unblock ${r.workflow_id}` }, "Unblock");
+    button.addEventListener("click", async () => {
+      try {
+        await api(`${runPath(r.workflow_id)}/unblock`, { method: "POST", body: { run_id: r.run_id } });
+        toast(`Unblocked ${r.workflow_id}`);
+        load(state.cursor);
+      } catch (error) {
+        report(error, "Unblock");
+      }
+    });
+    actions.push(button);
+  }
+  const ended = r.ended_at ?? null;
+  return el(
+    "tr",
+    { dataset: { workflowId: r.workflow_id, status: r.status } },
+    el("td", {}, r.workflow_name),
+    el("td", {}, el("a", { href: runHref(r.workflow_id, r.run_id), class: "run-link" }, r.workflow_id)),
+    el("td", {}, statusBadge(r.status)),
+    el("td", {}, fmtTime(r.created_at)),
+    el("td", {}, ended ? fmtDur(ended - r.created_at) : "—"),
+    el("td", {}, flags),
+    el("td", {}, actions),
+  );
+}
+
+async function loadCounts() {
+  if (!(await features()).counts) return;
+  try {
+    const data = await api("/api/v1/run-counts");
+    for (const node of document.querySelectorAll("[data-count]")) node.textContent = String(data.counts[node.dataset.count] ?? 0);
+  } catch {
+    /* the counts stay as rendered */
+  }
+}
+
+function syncUrl(f) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
+  history.replaceState(null, "", q.toString() ? `/?${q}` : "/");
+}
+
+function restore() {
+  const q = new URLSearchParams(location.search);
+  for (const [k, v] of q) {
+    const input = form.elements.namedItem(k);
+    if (input) input.value = v;
+  }
+}
+
+async function live() {
+  if ((await features()).stream) {
+    const source = new EventSource("/api/v1/stream/runs");
+    let pending = null;
+    // Changes before the stream opened are not sent: reload once it is open (and after
+    // each reconnect), so nothing falls between the first load and the stream.
+    source.addEventListener("open", () => load(state.cursor));
+    // An event `run` per run created or changed: reload the first page (once per burst).
+    source.addEventListener("run", () => {
+      if (state.cursor !== null || pending !== null) return; // only the first page moves
+      pending = setTimeout(() => {
+        pending = null;
+        load(null);
+      }, 300);
+    });
+    source.onerror = () => {
+      if (source.readyState !== EventSource.CLOSED) return; // it reconnects by itself
+      note.textContent = "Live updates stopped; refreshing every 5 s instead.";
+      refreshEvery(5000);
+    };
+    note.textContent = "Live: the first page updates as runs start and change.";
+    return;
+  }
+  note.textContent = "The first page refreshes every 3 s.";
+  refreshEvery(3000);
+}
+
+function refreshEvery(ms) {
+  clearInterval(state.refresh);
+  state.refresh = setInterval(() => {
+    if (document.hidden || state.cursor !== null) return; // bounded: only a visible first page
+    load(null);
+  }, ms);
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  state.pages = [];
+  load(null);
+});
+form.addEventListener("reset", () => setTimeout(() => load(null), 0));
+next.addEventListener("click", () => {
+  state.pages.push(state.cursor);
+  load(state.next);
+});
+document.getElementById("first-page").addEventListener("click", () => {
+  state.pages = [];
+  load(null);
+});
+for (const button of document.querySelectorAll(".count")) {
+  button.addEventListener("click", () => {
+    form.elements.namedItem("status").value = button.dataset.status;
+    load(null);
+  });
+}
+restore();
+load(null).then(live);

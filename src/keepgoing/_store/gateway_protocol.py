@@ -1,0 +1,179 @@
+"""The store's gateway facet: the usage ledger of model calls and the limits of gateway keys.
+
+Every model call the gateway makes gets one :class:`GatewayCall` row, written
+when the call ends (a streamed call when its stream ends, with its final
+usage). A call made inside a task attempt carries the attempt's run id, step
+and attempt number with ``attempt_state='open'``; the transaction that records
+the attempt's outcome turns its rows into ``committed`` (the step succeeded
+with this attempt), ``failed`` (the attempt raised or timed out) or ``lost``
+(its worker died or handed it back). So a killed attempt's calls are kept, and
+never count as the step's success.
+
+Budgets are read from the ledger (per key: a per-day roll-up kept in the same
+transaction as each row, and the rows of the last minute), so they hold across
+restarts and across every server sharing the store.
+
+``tests/contract/test_gateway_ledger.py`` checks every backend.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "ATTEMPT_STATES",
+    "GatewayCall",
+    "GatewayKey",
+    "GatewayStore",
+    "KeyUsage",
+    "ModelUsage",
+]
+
+AttemptState = Literal["none", "open", "committed", "failed", "lost"]
+ATTEMPT_STATES: tuple[str, ...] = ("none", "open", "committed", "failed", "lost")
+
+
+@dataclass(frozen=True)
+class GatewayCall:
+    """One model call. ``key_id`` is the gateway key's token id (``""`` for a call
+    made in-process or on a server without authentication).
+
+    ``status`` is ``ok``, ``error`` (every provider tried failed), ``refused``
+    (over a key's limit, nothing was sent to a provider) or ``cancelled`` (the
+    client went away mid-stream). ``prompt`` and ``answer`` are JSON text, or
+    None when the gateway's ``prompts`` setting is ``off``.
+    """
+
+    call_id: str
+    key_id: str
+    operation: str  # "chat" | "embeddings"
+    model_asked: str
+    model_answered: str | None
+    provider: str | None
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    latency: float
+    ttft: float | None
+    status: str
+    created_at: float
+    error: str | None = None
+    streamed: bool = False
+    tries: int = 1
+    run_id: str | None = None
+    step: int | None = None
+    attempt: int | None = None
+    operation_id: str | None = None
+    attempt_state: AttemptState = "none"
+    prompt: str | None = None
+    answer: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class GatewayKey:
+    """The limits of a gateway key (a token with ``gateway.use``). None means no limit;
+    ``models`` None allows every configured model. Budgets are in US dollars."""
+
+    token_id: str
+    models: tuple[str, ...] | None = None
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    daily_budget: float | None = None
+    total_budget: float | None = None
+    updated_at: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "token_id": self.token_id,
+            "models": list(self.models) if self.models is not None else None,
+            "requests_per_minute": self.requests_per_minute,
+            "tokens_per_minute": self.tokens_per_minute,
+            "daily_budget": self.daily_budget,
+            "total_budget": self.total_budget,
+            "updated_at": self.updated_at,
+        }
+
+
+@dataclass(frozen=True)
+class KeyUsage:
+    """What a key has used: in the minute before ``now``, today (UTC) and ever.
+    ``minute_oldest`` is when the oldest call of that minute was made."""
+
+    minute_requests: int
+    minute_tokens: int
+    minute_oldest: float | None
+    day_cost: float
+    total_cost: float
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    """Totals of the calls answered by one model (``model`` is the model asked when
+    no provider answered)."""
+
+    model: str
+    provider: str | None
+    calls: int
+    errors: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    latency_sum: float
+
+
+class GatewayStore(abc.ABC):
+    """The usage ledger and key limits. Methods may raise :class:`~keepgoing.errors.StoreError`."""
+
+    @abc.abstractmethod
+    async def record_gateway_call(self, call: GatewayCall) -> None:
+        """Append ``call`` to the ledger and add it to its key's daily roll-up.
+
+        Raises:
+            StoreError: a row with ``call.call_id`` exists.
+        """
+
+    @abc.abstractmethod
+    async def gateway_key_usage(self, key_id: str, now: float) -> KeyUsage:
+        """What ``key_id`` has used (refused calls count for nothing)."""
+
+    @abc.abstractmethod
+    async def gateway_key_state(
+        self, token_id: str, now: float
+    ) -> tuple[GatewayKey | None, KeyUsage | None]:
+        """The limits of ``token_id`` and, when it has any, its usage: one read."""
+
+    @abc.abstractmethod
+    async def list_gateway_calls(
+        self,
+        *,
+        key_id: str | None = None,
+        run_id: str | None = None,
+        since: float | None = None,
+        limit: int = 100,
+    ) -> list[GatewayCall]:
+        """Ledger rows, newest first, filtered by key, run and creation time."""
+
+    @abc.abstractmethod
+    async def gateway_usage_by_model(self, *, since: float | None = None) -> list[ModelUsage]:
+        """Totals per (model answered, provider), most expensive first."""
+
+    @abc.abstractmethod
+    async def set_gateway_key(self, key: GatewayKey) -> None:
+        """Create or replace the limits of ``key.token_id``."""
+
+    @abc.abstractmethod
+    async def get_gateway_key(self, token_id: str) -> GatewayKey | None:
+        """The limits of ``token_id``, or None when none were set (no limits)."""
+
+    @abc.abstractmethod
+    async def list_gateway_keys(self) -> list[GatewayKey]:
+        """Every key with limits, oldest change first."""

@@ -1,0 +1,279 @@
+"""The SQL stores' gateway facet (mixed into ``SqlStore``): tables ``gateway_calls``,
+``gateway_spend`` and ``gateway_keys`` (0010).
+
+``mark_attempt_calls`` is called by the task SQL (``tasks.py``) inside the
+transaction that records an attempt's outcome.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from keepgoing._payload import dumps, loads
+from keepgoing._store.gateway_protocol import (
+    GatewayCall,
+    GatewayKey,
+    GatewayStore,
+    KeyUsage,
+    ModelUsage,
+)
+from keepgoing._store.refused import name_refused
+from keepgoing.errors import StoreError
+
+__all__ = ["CALL_COLUMNS", "SqlGatewayMixin", "mark_attempt_calls", "utc_day"]
+
+CALL_COLUMNS: tuple[str, ...] = (
+    "call_id",
+    "key_id",
+    "operation",
+    "model_asked",
+    "model_answered",
+    "provider",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "latency",
+    "ttft",
+    "status",
+    "created_at",
+    "error",
+    "streamed",
+    "tries",
+    "run_id",
+    "step",
+    "attempt",
+    "operation_id",
+    "attempt_state",
+    "prompt",
+    "answer",
+)
+KEY_COLUMNS: tuple[str, ...] = (
+    "token_id",
+    "models",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "daily_budget",
+    "total_budget",
+    "updated_at",
+)
+_CALLS = ", ".join(CALL_COLUMNS)
+_KEYS = ", ".join(KEY_COLUMNS)
+
+
+def utc_day(at: float) -> str:
+    """The UTC date of ``at`` (``YYYY-MM-DD``): the key of the daily roll-up."""
+    return time.strftime("%Y-%m-%d", time.gmtime(at))
+
+
+@name_refused
+class SqlGatewayMixin(GatewayStore):
+    async def _read(self, op: Any) -> Any: ...  # provided by SqlStore
+
+    async def _write(self, op: Any, notify: Any = False) -> Any: ...
+
+    async def record_gateway_call(self, call: GatewayCall) -> None:
+        await self._write(lambda c: _record(c, call))
+
+    async def gateway_key_usage(self, key_id: str, now: float) -> KeyUsage:
+        usage: KeyUsage = await self._read(lambda c: _usage(c, key_id, now))
+        return usage
+
+    async def gateway_key_state(
+        self, token_id: str, now: float
+    ) -> tuple[GatewayKey | None, KeyUsage | None]:
+        state: tuple[GatewayKey | None, KeyUsage | None] = await self._read(
+            lambda c: _key_state(c, token_id, now)
+        )
+        return state
+
+    async def list_gateway_calls(
+        self,
+        *,
+        key_id: str | None = None,
+        run_id: str | None = None,
+        since: float | None = None,
+        limit: int = 100,
+    ) -> list[GatewayCall]:
+        where, params = ["1 = 1"], []
+        for clause, value in (
+            ("key_id = ?", key_id),
+            ("run_id = ?", run_id),
+            ("created_at >= ?", since),
+        ):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        sql = (
+            f"SELECT {_CALLS} FROM gateway_calls WHERE {' AND '.join(where)} "
+            "ORDER BY created_at DESC, call_id DESC LIMIT ?"
+        )
+        calls: list[GatewayCall] = await self._read(
+            lambda c: [_call(r) for r in c.execute(sql, (*params, max(limit, 0))).fetchall()]
+        )
+        return calls
+
+    async def gateway_usage_by_model(self, *, since: float | None = None) -> list[ModelUsage]:
+        rows: list[ModelUsage] = await self._read(lambda c: _by_model(c, since))
+        return rows
+
+    async def set_gateway_key(self, key: GatewayKey) -> None:
+        await self._write(lambda c: _set_key(c, key))
+
+    async def get_gateway_key(self, token_id: str) -> GatewayKey | None:
+        sql = f"SELECT {_KEYS} FROM gateway_keys WHERE token_id = ?"
+        key: GatewayKey | None = await self._read(
+            lambda c: _key(row) if (row := c.execute(sql, (token_id,)).fetchone()) else None
+        )
+        return key
+
+    async def list_gateway_keys(self) -> list[GatewayKey]:
+        sql = f"SELECT {_KEYS} FROM gateway_keys ORDER BY updated_at, token_id"
+        keys: list[GatewayKey] = await self._read(
+            lambda c: [_key(r) for r in c.execute(sql).fetchall()]
+        )
+        return keys
+
+
+def mark_attempt_calls(
+    conn: sqlite3.Connection, run_id: str, step: int, attempt: int, state: str
+) -> None:
+    """Settle the ledger rows of one attempt, in the transaction of its outcome."""
+    conn.execute(
+        "UPDATE gateway_calls SET attempt_state = ? "
+        "WHERE run_id = ? AND step = ? AND attempt = ? AND attempt_state = 'open'",
+        (state, run_id, step, attempt),
+    )
+
+
+def _record(conn: sqlite3.Connection, call: GatewayCall) -> None:
+    values = [getattr(call, name) for name in CALL_COLUMNS]
+    values[CALL_COLUMNS.index("streamed")] = int(call.streamed)
+    row = conn.execute(
+        f"INSERT INTO gateway_calls ({_CALLS}) VALUES ({', '.join('?' * len(CALL_COLUMNS))}) "
+        "ON CONFLICT (call_id) DO NOTHING RETURNING call_id",
+        values,
+    ).fetchone()
+    if row is None:
+        raise StoreError(f"a gateway call with id {call.call_id!r} is already recorded")
+    if call.status == "refused":
+        return
+    conn.execute(
+        "INSERT INTO gateway_spend (key_id, day, requests, tokens, cost) VALUES (?, ?, 1, ?, ?) "
+        "ON CONFLICT (key_id, day) DO UPDATE SET requests = gateway_spend.requests + 1, "
+        "tokens = gateway_spend.tokens + excluded.tokens, "
+        "cost = gateway_spend.cost + excluded.cost",
+        (call.key_id, utc_day(call.created_at), call.total_tokens, call.cost),
+    )
+
+
+def _key_state(
+    conn: sqlite3.Connection, token_id: str, now: float
+) -> tuple[GatewayKey | None, KeyUsage | None]:
+    row = conn.execute(
+        f"SELECT {_KEYS} FROM gateway_keys WHERE token_id = ?", (token_id,)
+    ).fetchone()
+    if row is None:
+        return None, None
+    key = _key(row)
+    limited = any(
+        v is not None
+        for v in (
+            key.requests_per_minute,
+            key.tokens_per_minute,
+            key.daily_budget,
+            key.total_budget,
+        )
+    )
+    return key, _usage(conn, token_id, now) if limited else None
+
+
+def _usage(conn: sqlite3.Connection, key_id: str, now: float) -> KeyUsage:
+    minute = conn.execute(
+        "SELECT COUNT(*) AS requests, "
+        "CAST(COALESCE(SUM(input_tokens + output_tokens), 0) AS BIGINT) AS tokens, "
+        "MIN(created_at) AS oldest FROM gateway_calls "
+        "WHERE key_id = ? AND created_at > ? AND status <> 'refused'",
+        (key_id, now - 60.0),
+    ).fetchone()
+    spend = conn.execute(
+        "SELECT CAST(COALESCE(SUM(CASE WHEN day = ? THEN cost ELSE 0 END), 0) "
+        "AS DOUBLE PRECISION) AS day_cost, "
+        "CAST(COALESCE(SUM(cost), 0) AS DOUBLE PRECISION) AS total_cost "
+        "FROM gateway_spend WHERE key_id = ?",
+        (utc_day(now), key_id),
+    ).fetchone()
+    m = dict(zip(("requests", "tokens", "oldest"), minute, strict=True))
+    s = dict(zip(("day_cost", "total_cost"), spend, strict=True))
+    return KeyUsage(
+        minute_requests=int(m["requests"]),
+        minute_tokens=int(m["tokens"]),
+        minute_oldest=m["oldest"],
+        day_cost=float(s["day_cost"]),
+        total_cost=float(s["total_cost"]),
+    )
+
+
+_BY_MODEL = (
+    "model",
+    "provider",
+    "calls",
+    "errors",
+    "input_tokens",
+    "output_tokens",
+    "cost",
+    "latency_sum",
+)
+
+
+def _by_model(conn: sqlite3.Connection, since: float | None) -> list[ModelUsage]:
+    where = "WHERE created_at >= ?" if since is not None else ""
+    rows = conn.execute(
+        "SELECT COALESCE(model_answered, model_asked) AS model, provider, COUNT(*) AS calls, "
+        "CAST(SUM(CASE WHEN status = 'ok' THEN 0 ELSE 1 END) AS BIGINT) AS errors, "
+        "CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), "
+        "CAST(SUM(cost) AS DOUBLE PRECISION), CAST(SUM(latency) AS DOUBLE PRECISION) "
+        f"FROM gateway_calls {where} "
+        "GROUP BY COALESCE(model_answered, model_asked), provider ORDER BY 7 DESC, 1",
+        () if since is None else (since,),
+    ).fetchall()
+    out = []
+    for row in rows:
+        r = dict(zip(_BY_MODEL, row, strict=True))
+        out.append(
+            ModelUsage(
+                model=r["model"],
+                provider=r["provider"],
+                calls=int(r["calls"]),
+                errors=int(r["errors"]),
+                input_tokens=int(r["input_tokens"]),
+                output_tokens=int(r["output_tokens"]),
+                cost=float(r["cost"]),
+                latency_sum=float(r["latency_sum"]),
+            )
+        )
+    return out
+
+
+def _call(row: Any) -> GatewayCall:
+    r = dict(zip(CALL_COLUMNS, row, strict=True))
+    r["streamed"] = bool(r["streamed"])
+    return GatewayCall(**r)
+
+
+def _key(row: Any) -> GatewayKey:
+    r = dict(zip(KEY_COLUMNS, row, strict=True))
+    models = r.pop("models")
+    return GatewayKey(models=tuple(loads(models)) if models is not None else None, **r)
+
+
+def _set_key(conn: sqlite3.Connection, key: GatewayKey) -> None:
+    values = [getattr(key, name) for name in KEY_COLUMNS]
+    values[1] = dumps(list(key.models)) if key.models is not None else None
+    updates = ", ".join(f"{name} = excluded.{name}" for name in KEY_COLUMNS[1:])
+    conn.execute(
+        f"INSERT INTO gateway_keys ({_KEYS}) VALUES ({', '.join('?' * len(KEY_COLUMNS))}) "
+        f"ON CONFLICT (token_id) DO UPDATE SET {updates}",
+        values,
+    )

@@ -1,0 +1,1 @@
+"""What user code defines: tasks, workflows, messages, children and their context."""

@@ -1,0 +1,118 @@
+"""``@workflow``: an ``async def`` that orchestrates tasks, made durable."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from keepgoing._runtime.context import current_instance
+from keepgoing._workflow._callables import bind_arguments, code_version, origin_of
+from keepgoing._workflow.registry import registry
+from keepgoing._workflow.runner import direct_runner
+from keepgoing.errors import PayloadError
+
+__all__ = ["WorkflowDefinition", "workflow"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class WorkflowDefinition(Generic[P, R]):
+    """What ``@workflow`` returns.
+
+    Awaiting a call runs the workflow in-process (or inline inside another
+    workflow); :class:`~keepgoing.Client` runs it durably by name.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, Coroutine[Any, Any, R]],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        owner: str | None = None,
+    ) -> None:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(
+                f"@workflow needs an `async def` function; {getattr(fn, '__qualname__', fn)!r} "
+                "is not one"
+            )
+        self.fn = fn
+        self.name = name or fn.__name__
+        self.description = description or inspect.getdoc(fn)
+        self.owner = owner
+        self.origin = origin_of(fn)
+        self.code_version = code_version(fn)
+        self.__doc__ = fn.__doc__
+        self.__name__ = self.name
+        self.__wrapped__ = fn
+        registry.add_workflow(self)  # type: ignore[arg-type]
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        if current_instance() is not None:
+            return self.fn(*args, **kwargs)  # inline inside another workflow
+        inputs = self.bind(args, kwargs)
+        return direct_runner()(self, inputs)
+
+    def bind(self, args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """Check the inputs against the signature; return the stored input document."""
+        plain_args, plain_kwargs = bind_arguments(self.fn, args, kwargs, f"workflow {self.name!r}")
+        return {"args": plain_args, "kwargs": plain_kwargs}
+
+    def bind_input(self, value: object) -> dict[str, Any]:
+        """Inputs given as one value: a mapping of parameter names, a list, or None."""
+        if value is None:
+            return self.bind((), {})
+        if isinstance(value, Mapping):
+            bad = [k for k in value if not isinstance(k, str)]
+            if bad:
+                raise PayloadError(f"input keys of workflow {self.name!r} must be str: {bad!r}")
+            return self.bind((), dict(value))
+        if isinstance(value, list | tuple):
+            return self.bind(tuple(value), {})
+        raise PayloadError(
+            f"input of workflow {self.name!r} must be a mapping of parameter names to values "
+            f"(or a list of positional values), not {type(value).__name__}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<workflow {self.name}>"
+
+
+@overload
+def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> WorkflowDefinition[P, R]: ...
+@overload
+def workflow(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    owner: str | None = None,
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
+
+
+def workflow(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    owner: str | None = None,
+) -> Any:
+    """Make an ``async def`` function a durable workflow.
+
+    Inputs and the result must be JSON. Workflow code must be deterministic:
+    put I/O, randomness and wall-clock reads in tasks, or use
+    :func:`keepgoing.now`, :func:`keepgoing.random` and :func:`keepgoing.uuid4`.
+
+    Raises:
+        TypeError: ``fn`` is not an ``async def`` function.
+        DuplicateNameError: the name is already used by a workflow defined elsewhere.
+    """
+
+    def wrap(inner: Callable[..., Any]) -> WorkflowDefinition[..., Any]:
+        return WorkflowDefinition(inner, name=name, description=description, owner=owner)
+
+    return wrap(fn) if fn is not None else wrap

@@ -1,0 +1,94 @@
+"""The support workflow the browser tests drive: three steps, memory in a volume.
+
+``enrich`` writes notes to the volume ``notes-<ticket>`` and, with ``hold``, waits on
+its first attempt for the marker ``release-<ticket>`` in ``KG_TEST_DIR``, so a
+test can kill its worker mid-step. ``route`` writes the decision to the same
+volume, so a run leaves two versions to browse and compare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import keepgoing
+from keepgoing import Volume
+from keepgoing._runtime.context import current_task_context
+
+
+def _attempt() -> int:
+    ctx = current_task_context()
+    return ctx.attempt if ctx is not None else 0
+
+
+def _wait_for(marker: str, limit: float = 60.0) -> None:
+    path = Path(os.environ["KG_TEST_DIR"]) / marker
+    deadline = time.monotonic() + limit
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"marker {marker} did not appear within {limit}s")
+        time.sleep(0.01)
+
+
+@keepgoing.task
+def intake(ticket: str) -> dict:
+    return {"ticket": ticket, "customer": "C-42", "topic": "billing"}
+
+
+@keepgoing.task
+def enrich(ticket: str, context: dict, hold: bool = False) -> dict:
+    memory = Volume(f"notes-{ticket}")
+    memory.put_file("notes.md", f"# {ticket}\ncustomer {context['customer']} asks about billing\n")
+    if hold and _attempt() == 1:
+        # Tell the test which process holds the step, then wait to be released (or killed).
+        folder = Path(os.environ["KG_TEST_DIR"])
+        (folder / f"holding-{ticket}.tmp").write_text(str(os.getpid()))
+        (folder / f"holding-{ticket}.tmp").rename(folder / f"holding-{ticket}")
+        _wait_for(f"release-{ticket}")
+    return {**context, "plan": "refund", "attempt": _attempt()}
+
+
+@keepgoing.task
+def route(ticket: str, enriched: dict) -> str:
+    memory = Volume(f"notes-{ticket}")
+    notes = memory.read_text("notes.md")
+    memory.put_file("notes.md", notes + f"routed to billing ({enriched['plan']})\n")
+    memory.put_file("decision.md", "billing\n")
+    return "billing"
+
+
+@keepgoing.workflow
+async def support(ticket: str, hold: bool = False) -> dict:
+    context = await intake(ticket)
+    enriched = await enrich(ticket, context, hold)
+    queue = await route(ticket, enriched)
+    return {"ticket": ticket, "queue": queue, "plan": enriched["plan"]}
+
+
+@keepgoing.task
+async def tick(i: int) -> int:
+    return i
+
+
+@keepgoing.workflow
+async def wide(n: int) -> int:
+    """Many small steps at once: a long history for the timeline's speed."""
+    done = await asyncio.gather(*(tick(i) for i in range(n)))
+    return sum(done)
+
+
+@keepgoing.task
+def push_record(customer: str, fields: dict) -> dict:
+    """A CRM write whose answer is lost: the outcome is uncertain."""
+    print(f"sent PUT /customers/{customer} {fields} as {keepgoing.operation_id()}")
+    raise keepgoing.UncertainOutcome(
+        f"the CRM closed the connection after PUT /customers/{customer}"
+    )
+
+
+@keepgoing.workflow
+async def crm_update(customer: str, fields: dict) -> dict:
+    written = await push_record(customer, fields)
+    return {"customer": customer, "crm": written}
