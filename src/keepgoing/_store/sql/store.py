@@ -63,6 +63,12 @@ class SqlStore(
         """Run ``op(conn)`` in a write transaction; wake other processes when
         ``notify`` is true or, if callable, true of the result."""
 
+    async def _write_lease(self, op: Any, notify: Any = False) -> Any:
+        """A write that only takes, extends or drops leases (no step, start or message):
+        a dialect may commit it without waiting for the disk, as long as it survives
+        a crash of any process. By default, :meth:`_write`."""
+        return await self._write(op, notify)
+
     @abc.abstractmethod
     def _refresh_liveness(self) -> None:
         """Keep this process's liveness tokens fresh (called on each heartbeat)."""
@@ -122,7 +128,7 @@ class SqlStore(
         now: float,
         revision: int | None = None,
     ) -> list[rec.ActivationClaim]:
-        claims: list[rec.ActivationClaim] = await self._write(
+        claims: list[rec.ActivationClaim] = await self._write_lease(
             lambda c: ops.claim_activations(
                 c, worker_id, list(queues), list(workflow_names), limit, lease_ttl, now, revision
             )
@@ -161,7 +167,7 @@ class SqlStore(
         return run
 
     async def release_activation(self, run_id: str, fence: int) -> None:
-        await self._write(lambda c: ops.release_activation(c, run_id, fence), True)
+        await self._write_lease(lambda c: ops.release_activation(c, run_id, fence), True)
 
     # -- tasks ---------------------------------------------------------------------
     async def claim_tasks(
@@ -219,7 +225,7 @@ class SqlStore(
         known_through: float | None = None,
     ) -> set[tuple[str, int]]:
         self._refresh_liveness()
-        beat: leases.Beat = await self._write(
+        beat: leases.Beat = await self._write_lease(
             lambda c: leases.heartbeat(c, worker_id, lease_ttl, now, attempts, runs, known_through),
             lambda beat: beat.released > 0,  # handed-back attempts are due again
         )

@@ -49,14 +49,24 @@ class InlineSqlite:
             conn.close()
 
     async def call(
-        self, op: Op, *, write: bool, notify: bool | Callable[[Any], bool] = False
+        self,
+        op: Op,
+        *,
+        write: bool,
+        notify: bool | Callable[[Any], bool] = False,
+        durable: bool = True,  # in memory, nothing is synced either way
     ) -> Any:
         value = self.call_sync(op, write=write, notify=notify)
         await asyncio.sleep(0)
         return value
 
     def call_sync(
-        self, op: Op, *, write: bool, notify: bool | Callable[[Any], bool] = False
+        self,
+        op: Op,
+        *,
+        write: bool,
+        notify: bool | Callable[[Any], bool] = False,
+        durable: bool = True,
     ) -> Any:
         with self._lock:
             conn = self._conn

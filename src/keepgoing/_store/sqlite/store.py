@@ -2,7 +2,8 @@
 
 Durability: ``synchronous=FULL`` by default (a committed step survives a power
 loss); ``?synchronous=normal`` in the URL trades that for speed while staying
-durable against a process crash. All access goes through one thread with
+durable against a process crash. A commit that only takes or extends a
+lease is never fsynced (see ``sqlite.thread``). All access goes through one thread with
 group commit (``sqlite.thread``); other processes are woken through a
 :class:`~keepgoing._store.doorbell.Doorbell`.
 """
@@ -121,6 +122,9 @@ class SqliteStore(SqlStore):
 
     async def _write(self, op: Any, notify: Any = False) -> Any:
         return await self._thread.call(op, write=True, notify=notify)
+
+    async def _write_lease(self, op: Any, notify: Any = False) -> Any:
+        return await self._thread.call(op, write=True, notify=notify, durable=False)
 
     def _refresh_liveness(self) -> None:
         self._liveness.refresh()

@@ -25,6 +25,18 @@ a batch of one: the same transaction, the same ``COMMIT`` with the same
 the commit. A write lock another process holds is not waited for there
 (that would stall the caller's loop): the call goes to the thread, which
 waits as it always did.
+
+A write marked ``durable=False`` only takes or extends a lease (a run's
+activation claim, a heartbeat, a released activation). A transaction made
+only of such writes commits with ``synchronous=NORMAL``: no fsync of its
+own. It still survives a crash of any process (WAL frames are in the
+operating system's cache once ``COMMIT`` returns), and the next durable
+commit's fsync flushes it too, because WAL frames reach the disk in order.
+Only a power loss or an operating-system crash can take it back, and that
+also ends every process on the machine that could hold the lease (a SQLite
+file is shared by one machine's processes only): the run is claimable again,
+exactly as after its lease expired. A batch with any durable write is
+committed as the connection is set.
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -52,6 +64,8 @@ _BATCH = 512
 BUSY_TIMEOUT_MS = 30_000
 #: How long a write waits for another connection's write lock, beyond busy_timeout.
 LOCK_WAIT = 30.0
+#: ``PRAGMA synchronous`` levels: NORMAL syncs at checkpoints only, FULL at every commit.
+_NORMAL = 1
 
 
 @dataclass
@@ -63,6 +77,7 @@ class _Request:
     future: asyncio.Future[Any] | None
     done: threading.Event | None = None
     outcome: list[Any] = field(default_factory=list)
+    durable: bool = True
 
 
 class SqliteThread:
@@ -84,6 +99,7 @@ class SqliteThread:
         # running its call on its own thread (``_call_here``).
         self._conn_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._level = 0  # the connection's own ``PRAGMA synchronous`` (2 is FULL)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -108,11 +124,16 @@ class SqliteThread:
         _fail_queued(self._queue, StoreError("the SQLite store was closed"))
 
     async def call(
-        self, op: Op, *, write: bool, notify: bool | Callable[[Any], bool] = False
+        self,
+        op: Op,
+        *,
+        write: bool,
+        notify: bool | Callable[[Any], bool] = False,
+        durable: bool = True,
     ) -> Any:
         loop = asyncio.get_running_loop()
         if _alone_on(loop):
-            done = self._call_here(op, write, notify)
+            done = self._call_here(op, write, notify, durable)
             if done is not None:
                 ok, value = done
                 if not ok:
@@ -122,14 +143,19 @@ class SqliteThread:
         with self._gate:
             if self._thread is None:
                 raise StoreError("the SQLite store is not open; call `await store.open()` first")
-            self._queue.put(_Request(op, write, notify, loop, future))
+            self._queue.put(_Request(op, write, notify, loop, future, durable=durable))
         return await future
 
     def call_sync(
-        self, op: Op, *, write: bool, notify: bool | Callable[[Any], bool] = False
+        self,
+        op: Op,
+        *,
+        write: bool,
+        notify: bool | Callable[[Any], bool] = False,
+        durable: bool = True,
     ) -> Any:
         """The same from a thread with no event loop (start-up, CLI)."""
-        request = _Request(op, write, notify, None, None, threading.Event())
+        request = _Request(op, write, notify, None, None, threading.Event(), durable=durable)
         with self._gate:
             if self._thread is None:
                 raise StoreError("the SQLite store is not open")
@@ -142,7 +168,7 @@ class SqliteThread:
         return value
 
     def _call_here(
-        self, op: Op, write: bool, notify: bool | Callable[[Any], bool]
+        self, op: Op, write: bool, notify: bool | Callable[[Any], bool], durable: bool
     ) -> tuple[bool, Any] | None:
         """Run the call on this thread as a batch of one, or None if it must go to
         the thread (busy, queued work, closed, or a write lock held elsewhere)."""
@@ -154,7 +180,8 @@ class SqliteThread:
                 return None
             if not write:
                 return _attempt(op, conn)
-            done = _write_here(conn, op)
+            with self._lenient(conn, not durable):
+                done = _write_here(conn, op)
         finally:
             self._conn_lock.release()
         if done is not None and done[0] and _wants(notify, done[1]):
@@ -172,6 +199,7 @@ class SqliteThread:
             return
         with self._conn_lock:
             self._conn = conn
+            self._level = _synchronous(conn)
         self._ready.set()
         try:
             while True:
@@ -213,13 +241,28 @@ class SqliteThread:
             if not request.write:
                 results.append((request, *_attempt(request.op, conn)))
         if writes:
-            written = self._run_writes(conn, writes)
+            with self._lenient(conn, not any(r.durable for r in writes)):
+                written = self._run_writes(conn, writes)
             results.extend(written)
             if any(ok and _wants_notify(r, value) for r, ok, value in written):
                 with contextlib.suppress(Exception):
                     self._on_commit()
         for request, ok, value in results:
             _resolve(request, ok, value)
+
+    @contextlib.contextmanager
+    def _lenient(self, conn: sqlite3.Connection, lease_only: bool) -> Iterator[None]:
+        """Around a write transaction: with ``lease_only``, commit it without an fsync
+        (``synchronous=NORMAL``) if the connection is set to sync more than that."""
+        if not lease_only or self._level <= _NORMAL:
+            yield
+            return
+        conn.execute(f"PRAGMA synchronous = {_NORMAL}")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute(f"PRAGMA synchronous = {self._level}")
 
     def _run_writes(
         self, conn: sqlite3.Connection, writes: list[_Request]
@@ -260,6 +303,10 @@ class SqliteThread:
             error = StoreError(f"SQLite commit failed: {exc}")
             return [(r, False, error) for r in writes]
         return done
+
+
+def _synchronous(conn: sqlite3.Connection) -> int:
+    return int(single_value(conn, "PRAGMA synchronous"))
 
 
 def _wants_notify(request: _Request, value: Any) -> bool:
