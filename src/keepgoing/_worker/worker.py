@@ -17,6 +17,7 @@ import heapq
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -48,6 +49,8 @@ __all__ = ["Worker", "WorkerStats"]
 log = logging.getLogger("keepgoing.worker")
 
 STORE_BACKOFF_CAP = 2.0  # seconds, after a store error
+#: A worker's own timer due this soon (seconds) is waited for with an exact sleep.
+PRECISE_WAIT = 0.0015
 
 
 @dataclass
@@ -96,6 +99,8 @@ class Worker:
         self._attempts: dict[tuple[str, int], asyncio.Task[None]] = {}
         self._lost: set[tuple[str, int]] = set()
         self._timers: list[tuple[float, str, int]] = []  # (fire_at, run_id, cmd), a heap
+        # Set when a timer joins the heap: an idle wait that began before ends at once.
+        self._timer_added = asyncio.Event()
         self._reporting: set[tuple[str, int]] = set()  # outcome being written: not lost
         self._stopping = asyncio.Event()
         self._services_due = 0.0
@@ -235,9 +240,13 @@ class Worker:
 
     async def idle(self) -> None:
         """Wait for a wake-up, the next due instant, or the poll interval."""
+        self._timer_added.clear()  # before the heap is read: no timer added later is missed
+        timer = self._timers[0][0] if self._timers else None
+        if timer is not None and timer <= self.clock.now():
+            return  # due since this pass fired timers: the next pass fires it
         wake = await self.store.next_wakeup()
-        if self._timers and (wake is None or self._timers[0][0] < wake):
-            wake = self._timers[0][0]
+        if timer is not None and (wake is None or timer < wake):
+            wake = timer
         now = self.clock.now()
         timeout = self.settings.poll_interval
         # An instant that was already due when this pass claimed is work it could not
@@ -247,6 +256,14 @@ class Worker:
             self._services_due = min(self._services_due, wake)
         if self.run_services:
             timeout = min(timeout, max(0.0, self._services_due - now))
+        if timer is not None and 0 < timer - now <= timeout:
+            # The event loop's wait rounds up to the next millisecond: wake a little
+            # before one of this worker's own timers is due and sleep the rest exactly,
+            # on a thread (the loop goes on; the thread's answer wakes it at once).
+            if timer - now <= PRECISE_WAIT:
+                await asyncio.to_thread(time.sleep, timer - now)
+                return
+            timeout = timer - now - PRECISE_WAIT
         if timeout > 0:
             await self._wait(timeout)
 
@@ -254,12 +271,13 @@ class Worker:
         # Keyed by the worker: a change made while it was busy ends this wait at once.
         stop = asyncio.ensure_future(self._stopping.wait())
         change = asyncio.ensure_future(self.store.wait_for_change(timeout, key=self))
+        timer = asyncio.ensure_future(self._timer_added.wait())
         try:
-            await asyncio.wait({stop, change}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({stop, change, timer}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for fut in (stop, change):
+            for fut in (stop, change, timer):
                 fut.cancel()
-            await asyncio.gather(stop, change, return_exceptions=True)
+            await asyncio.gather(stop, change, timer, return_exceptions=True)
 
     def free_slots(self) -> int:
         return self.settings.concurrency - len(self._attempts)
@@ -276,6 +294,7 @@ class Worker:
             self.spawn(claim)
         for timer in follow.timers:
             heapq.heappush(self._timers, timer)
+            self._timer_added.set()
 
     @property
     def hung_threads(self) -> int:
