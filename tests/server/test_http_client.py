@@ -77,8 +77,6 @@ def test_handles_results_and_errors(client: keepgoing.Client) -> None:
         client.trigger_workflow("no_such_workflow", strict=True)
     with pytest.raises(errors.ConfigurationError, match="needs the store"):
         client.run_workflow(None)  # type: ignore[arg-type]
-    with pytest.raises(errors.ConfigurationError, match=r"trigger_many .*needs the store"):
-        client.trigger_many("steps", [{}])
     with pytest.raises(errors.ConfigurationError):
         _ = client.store
 
