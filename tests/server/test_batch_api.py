@@ -219,12 +219,18 @@ def test_an_empty_batch_starts_nothing(admin: httpx.Client) -> None:
 
 
 # -- Client(url).trigger_many --------------------------------------------------------------
-def test_the_http_client_starts_a_batch_that_the_worker_runs(client: keepgoing.Client) -> None:
+def test_the_http_client_starts_a_batch_that_the_worker_runs(
+    client: keepgoing.Client, stack: Stack
+) -> None:
     prefix = _prefix()
     handles = client.trigger_many("sum_two", _inputs(20), workflow_ids=_ids(prefix, 20))
 
     assert all(isinstance(h, keepgoing.WorkflowRunHandle) for h in handles)
     assert [h.workflow_id for h in handles] == _ids(prefix, 20)
+    with keepgoing.Client(store=stack.store_url) as direct:  # committed when it returned
+        for i, handle in enumerate(handles):
+            run = direct.get_run(handle.workflow_id, run_id=handle.run_id)
+            assert run.input == {"args": [], "kwargs": {"a": i, "b": 10}}
     assert [client.result(h, timeout=30) for h in handles] == [i + 10 for i in range(20)]
 
 
