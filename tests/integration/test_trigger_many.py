@@ -4,7 +4,7 @@ Every acknowledged start is durable (a fresh client sees it, a worker started
 afterwards runs it); a batch is all or nothing; request ids make a retried
 batch start nothing twice; bad input is refused before the store sees it,
 naming the item. Each test runs with a store client and with an HTTP client
-of a real server on the same store (``POST /api/v1/runs/batch``), which must
+of a real server on the same store (``POST /api/v1/run-batches``), which must
 behave the same.
 """
 

@@ -1,4 +1,4 @@
-"""``POST /api/v1/runs/batch`` and ``Client(url).trigger_many`` on a real server and worker.
+"""``POST /api/v1/run-batches`` and ``Client(url).trigger_many`` on a real server and worker.
 
 A batch is all or none: every bad input is refused with a 4xx naming the
 problem and nothing stored; request ids make a retried batch start nothing
@@ -22,7 +22,7 @@ from ._support import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
-BATCH = "/api/v1/runs/batch"
+BATCH = "/api/v1/run-batches"
 
 
 def _prefix() -> str:

@@ -167,7 +167,7 @@ class Client:
         starts nothing twice).
 
         Works on the store and through a server alike: over HTTP the batch is
-        one request (``POST /api/v1/runs/batch``) carrying a ``request_id`` per
+        one request (``POST /api/v1/run-batches``) carrying a ``request_id`` per
         run, so it is retried safely; it must fit the server's body limit.
 
         Raises:

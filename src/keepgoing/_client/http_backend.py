@@ -224,7 +224,7 @@ class HttpBackend:
         }
         if request.strict:
             body["strict"] = True
-        found = self.call("POST", f"{API}/runs/batch", idempotent=True, json=body)
+        found = self.call("POST", f"{API}/run-batches", idempotent=True, json=body)
         handles = [
             WorkflowRunHandle(r["workflow_name"], r["workflow_id"], r["run_id"])
             for r in found["runs"]

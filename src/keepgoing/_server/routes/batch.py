@@ -26,7 +26,7 @@ DEFAULT_QUEUE = "default"
 
 
 @router.post(
-    "/runs/batch",
+    "/run-batches",
     status_code=201,
     response_model=StartManyResult,
     responses=documented(
