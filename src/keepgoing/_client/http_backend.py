@@ -209,7 +209,9 @@ class HttpBackend:
         for i, value in enumerate(inputs):
             with naming(i):
                 name = _checked_input(workflow, value)
-                request_ids.append(check_request_id(given[i]) if given else uuid.uuid4().hex)
+                request_ids.append(
+                    check_request_id(given[i]) if given is not None else uuid.uuid4().hex
+                )
                 if ids is not None:
                     check_id(ids[i], "workflow_id")
         refuse_repeats(request_ids, "request_id")
