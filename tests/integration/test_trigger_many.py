@@ -3,21 +3,58 @@
 Every acknowledged start is durable (a fresh client sees it, a worker started
 afterwards runs it); a batch is all or nothing; request ids make a retried
 batch start nothing twice; bad input is refused before the store sees it,
-naming the item.
+naming the item. Each test runs with a store client and with an HTTP client
+of a real server on the same store (``POST /api/v1/run-batches``), which must
+behave the same.
 """
 
 from __future__ import annotations
 
+import socket
+import sys
 import uuid
+from collections.abc import Iterator
 
+import httpx
 import pytest
 
 import keepgoing
 from keepgoing import InvalidRequestError, PayloadError, WorkflowAlreadyRunningError
 
-from ._support import Sandbox, Workers
+from ._support import Sandbox, WorkerProcess, Workers, wait_until
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["store", "http"])
+def client(request: pytest.FixtureRequest, kg: Sandbox) -> Iterator[keepgoing.Client]:
+    """A store client, or an HTTP client of a server (no auth, loopback) on the same store."""
+    if request.param == "store":
+        with keepgoing.Client(store=kg.url) as c:
+            yield c
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    argv = [sys.executable, "-m", "keepgoing.cli", "server", "--store", kg.url]
+    server = WorkerProcess("server", [*argv, "--port", str(port), "--no-auth"], kg.root, kg.env())
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _ready(server, url), 30, "the server to be ready")
+        with keepgoing.Client(url) as c:
+            yield c
+    finally:
+        server.reap()
+        print(server.report())
+
+
+def _ready(server: WorkerProcess, url: str) -> bool:
+    if not server.alive():
+        raise AssertionError(f"the server exited:\n{server.stderr()}")
+    try:
+        return httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def _inputs(n: int, prefix: str = "r") -> list[dict[str, object]]:

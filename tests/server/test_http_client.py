@@ -8,6 +8,7 @@ a clear error.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -77,8 +78,6 @@ def test_handles_results_and_errors(client: keepgoing.Client) -> None:
         client.trigger_workflow("no_such_workflow", strict=True)
     with pytest.raises(errors.ConfigurationError, match="needs the store"):
         client.run_workflow(None)  # type: ignore[arg-type]
-    with pytest.raises(errors.ConfigurationError, match=r"trigger_many .*needs the store"):
-        client.trigger_many("steps", [{}])
     with pytest.raises(errors.ConfigurationError):
         _ = client.store
 
@@ -214,6 +213,46 @@ def test_starts_and_event_publishes_carry_idempotency_keys_across_retries() -> N
     bodies.clear()
     client.publish_event("t", "c", None)
     assert len(bodies) == 2 and bodies[0] == bodies[1] and b'"event_id"' in bodies[0]
+
+
+def test_a_batch_is_retried_with_the_same_request_ids_and_answers_in_order() -> None:
+    bodies: list[bytes] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        bodies.append(request.content)
+        if len(bodies) == 1:
+            raise httpx.ReadTimeout("the answer was lost")  # the batch may have committed
+        sent = json.loads(request.content)
+        runs = [
+            {"workflow_name": "wf", "workflow_id": f"wf-{rid}", "run_id": rid, "created": False}
+            for rid in sent["request_ids"]
+        ]
+        return httpx.Response(200, json={"runs": runs, "warning": None})
+
+    client = Client._over(
+        HttpBackend("http://kg.test", backoff=0, transport=httpx.MockTransport(handle))
+    )
+    handles = client.trigger_many("wf", [{"x": 1}, {"x": 2}])
+    assert len(bodies) == 2 and bodies[0] == bodies[1]
+    sent = json.loads(bodies[0])
+    assert sent["inputs"] == [{"x": 1}, {"x": 2}] and len(set(sent["request_ids"])) == 2
+    assert [h.run_id for h in handles] == sent["request_ids"]
+
+
+def test_a_running_workflow_id_of_a_batch_keeps_its_note_over_http() -> None:
+    def handle(request: httpx.Request) -> httpx.Response:
+        details = {"workflow_id": "w", "run_id": "r", "start": 1, "notes": ["start #1 of it"]}
+        return httpx.Response(
+            409, json={"code": "workflow_running", "message": "m", "details": details}
+        )
+
+    client = Client._over(
+        HttpBackend("http://kg.test", backoff=0, transport=httpx.MockTransport(handle))
+    )
+    with pytest.raises(errors.WorkflowAlreadyRunningError, match="'w'") as caught:
+        client.trigger_many("wf", [{}, {}], workflow_ids=["v", "w"])
+    assert caught.value.__notes__ == ["start #1 of it"]
+    assert (caught.value.workflow_id, caught.value.run_id) == ("w", "r")
 
 
 def test_client_errors_are_not_retried_and_map_to_their_class() -> None:

@@ -4,16 +4,27 @@ and length, repeated ids refused, and each item's error named by its place."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from keepgoing._client.requests import StartMany
 from keepgoing.errors import InvalidRequestError
 
-__all__ = ["MAX_BATCH", "batch_lists", "naming", "refuse_repeats"]
+__all__ = [
+    "MAX_BATCH",
+    "batch_lists",
+    "check_id",
+    "check_request_id",
+    "naming",
+    "refuse_repeats",
+]
 
 #: The most runs one ``trigger_many`` starts (one transaction holds the write lock).
 MAX_BATCH = 1000
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}$")
+_REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def batch_lists(
@@ -68,3 +79,20 @@ def refuse_repeats(values: list[str], what: str) -> None:
                 f"start #{first[value]} and start #{i} have the same {what} {value!r}: one run each"
             )
         first[value] = i
+
+
+def check_id(value: str, what: str) -> str:
+    """``value`` if it is a valid workflow id, queue name or the like, else ValueError."""
+    if not isinstance(value, str) or not _ID.match(value):
+        raise ValueError(
+            f"{what} {value!r} is not valid: use 1-200 letters, digits and ._:@/+=- "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+def check_request_id(value: str) -> str:
+    """``value`` if it is a valid request id (32 lowercase hex digits), else ValueError."""
+    if not isinstance(value, str) or not _REQUEST_ID.match(value):
+        raise ValueError(f"request_id {value!r} is not valid: use 32 lowercase hex digits")
+    return value

@@ -166,8 +166,9 @@ class Client:
         that already started its run returns that run again (a retried batch
         starts nothing twice).
 
-        Needs the store (``Client(store=...)``); over HTTP, use
-        :meth:`trigger_workflow` per run.
+        Works on the store and through a server alike: over HTTP the batch is
+        one request (``POST /api/v1/run-batches``) carrying a ``request_id`` per
+        run, so it is retried safely; it must fit the server's body limit.
 
         Raises:
             WorkflowAlreadyRunningError: a ``workflow_id`` has a run that has not
@@ -176,7 +177,7 @@ class Client:
                 ``request_id`` already started a different run.
             PayloadError: an input is not JSON (``start #i`` names the item).
             ValueError: lists of different lengths, over 1,000 runs, a bad id.
-            ConfigurationError: the client talks to a server over HTTP.
+            PayloadTooLargeError: over HTTP, the batch is over the server's body limit.
         """
         request = StartMany(
             workflow_or_name,

@@ -25,6 +25,13 @@ import httpx
 
 from keepgoing import errors
 from keepgoing._client import operations
+from keepgoing._client.batch import (
+    batch_lists,
+    check_id,
+    check_request_id,
+    naming,
+    refuse_repeats,
+)
 from keepgoing._client.operations import Operation
 from keepgoing._client.requests import (
     AuditQuery,
@@ -174,17 +181,8 @@ class HttpBackend:
     # -- runs -------------------------------------------------------------------------
     def start(self, request: Start) -> tuple[WorkflowRunHandle, str | None]:
         """Checks the input here, then starts with a ``request_id`` (safe to retry)."""
-        workflow, value = request.workflow, request.input
-        if isinstance(workflow, WorkflowDefinition):
-            workflow.bind_input(value)  # refuse bad input here, not on the server
-            name = workflow.name
-        elif isinstance(workflow, str) and workflow:
-            name = workflow
-            check_json(value, f"input of workflow {name!r}")
-        else:
-            raise TypeError(
-                f"trigger_workflow needs a @workflow or its name, not {type(workflow).__name__}"
-            )
+        value = request.input
+        name = _checked_input(request.workflow, value)
         body = {
             "workflow": name,
             "input": value,
@@ -199,11 +197,41 @@ class HttpBackend:
         return handle, found.get("warning")
 
     def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], str | None]:
-        """Not available over HTTP yet: the server has no batch start."""
-        raise errors.ConfigurationError(
-            "trigger_many starts its runs in one store commit and needs the store; use "
-            "Client(store=...) for it, or trigger_workflow for each run over HTTP"
-        )
+        """Checks the batch here as the store backend does, then starts it in one
+        request with a ``request_id`` per run (so a retry starts nothing twice)."""
+        inputs, ids, given = batch_lists(request)
+        if not inputs:
+            return [], None
+        workflow = request.workflow
+        if request.task_queue is not None:
+            check_id(request.task_queue, "task_queue")
+        request_ids: list[str] = []
+        for i, value in enumerate(inputs):
+            with naming(i):
+                name = _checked_input(workflow, value)
+                request_ids.append(
+                    check_request_id(given[i]) if given is not None else uuid.uuid4().hex
+                )
+                if ids is not None:
+                    check_id(ids[i], "workflow_id")
+        refuse_repeats(request_ids, "request_id")
+        if ids is not None:
+            refuse_repeats(ids, "workflow_id")
+        body: dict[str, Any] = {
+            "workflow": name,
+            "inputs": inputs,
+            "workflow_ids": ids,
+            "request_ids": request_ids,
+            "task_queue": request.task_queue,
+        }
+        if request.strict:
+            body["strict"] = True
+        found = self.call("POST", f"{API}/run-batches", idempotent=True, json=body)
+        handles = [
+            WorkflowRunHandle(r["workflow_name"], r["workflow_id"], r["run_id"])
+            for r in found["runs"]
+        ]
+        return handles, found.get("warning")
 
     def start_and_wait(self, request: Start, timeout: float | None) -> WorkflowRun:
         handle, _ = self.start(request)  # a name's warning is given by the caller, not here
@@ -490,12 +518,29 @@ def _error(status: int, code: str, message: str, details: Mapping[str, Any]) -> 
             message, ReplayReport.from_body(report) if isinstance(report, dict) else None
         )
     if code == errors.WorkflowAlreadyRunningError.code:
-        return errors.WorkflowAlreadyRunningError(
+        running = errors.WorkflowAlreadyRunningError(
             str(details.get("workflow_id", "")), str(details.get("run_id", ""))
         )
+        notes = details.get("notes")
+        for note in notes if isinstance(notes, list) else ():
+            running.add_note(str(note))  # which start of a batch it was
+        return running
     if status >= 500:
         return errors.ServerError(f"the server failed: {message}", status=status, error_code=code)
     cls = _CODES.get(code)
     if cls is not None:
         return cls(message)
     return errors.InvalidRequestError(f"HTTP {status} {code}: {message}")
+
+
+def _checked_input(workflow: WorkflowDefinition[..., Any] | str, value: Any) -> str:
+    """The workflow's name, once its input is checked here rather than on the server."""
+    if isinstance(workflow, WorkflowDefinition):
+        workflow.bind_input(value)
+        return workflow.name
+    if isinstance(workflow, str) and workflow:
+        check_json(value, f"input of workflow {workflow!r}")
+        return workflow
+    raise TypeError(
+        f"trigger_workflow needs a @workflow or its name, not {type(workflow).__name__}"
+    )

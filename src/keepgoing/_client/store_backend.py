@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import os
-import re
 import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from keepgoing._client import operations
 from keepgoing._client.batch import batch_lists, naming, refuse_repeats
+from keepgoing._client.batch import check_id as _check_id
+from keepgoing._client.batch import check_request_id as _check_request_id
 from keepgoing._client.catalog import check_workflow_name
 from keepgoing._client.operations import Operation
 from keepgoing._client.queues import queue_summary
@@ -64,8 +65,6 @@ from keepgoing.errors import InvalidRequestError, RunNotFoundError
 
 __all__ = ["StoreBackend", "current_user"]
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,199}$")
-_REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 _STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued")
 DEFAULT_QUEUE = "default"
 #: How often a waiting client reads the run with no wake-up (one lost between processes).
@@ -521,12 +520,6 @@ class _Waiter:
     """A wait's identity for ``wait_for_change`` (a plain object() is not weak-referable)."""
 
 
-def _check_request_id(value: str) -> str:
-    if not isinstance(value, str) or not _REQUEST_ID.match(value):
-        raise ValueError(f"request_id {value!r} is not valid: use 32 lowercase hex digits")
-    return value
-
-
 def _again(earlier: RunRecord, workflow_id: str | None, name: str) -> WorkflowRunHandle:
     """The run an earlier start with the same ``request_id`` made (as the HTTP API does)."""
     if (workflow_id is not None and workflow_id != earlier.workflow_id) or (
@@ -538,15 +531,6 @@ def _again(earlier: RunRecord, workflow_id: str | None, name: str) -> WorkflowRu
             "use a new request_id for a different start"
         )
     return WorkflowRunHandle(earlier.workflow_name, earlier.workflow_id, earlier.run_id)
-
-
-def _check_id(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _ID.match(value):
-        raise ValueError(
-            f"{what} {value!r} is not valid: use 1-200 letters, digits and ._:@/+=- "
-            "starting with a letter or digit"
-        )
-    return value
 
 
 def current_user() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from keepgoing._server.routes import (
     admin,
+    batch,
     groups,
     inspect,
     kill,
@@ -24,6 +25,7 @@ ROUTERS = (
     inspect.router,
     stream.router,
     migrate.router,
+    batch.router,
     runs.router,
     messages.router,
     operations.router,
