@@ -69,9 +69,10 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
     row = one(conn, _CommitRun, _COMMIT_RUN, (c.run_id,))
     if row is None or row.fence != c.fence or row.status != "running":
         return rec.CommitResult(ok=False)
-    versions.note(conn, c.run_id, c.code_version, row.code_version, row.code_versions)
+    # The code version joins the activation's own update of the run: no update of its own.
+    noted = versions.note(conn, c.run_id, c.code_version, row.code_version, row.code_versions)
     if c.blocked_reason is not None:
-        last = versions.block(conn, c, next_seq=row.next_seq)
+        last = versions.block(conn, c, next_seq=row.next_seq, noted=noted)
         return rec.CommitResult(ok=True, last_seq=last, fence=c.fence, saw_upto=c.saw_upto)
     still_runnable = 1 if row.last_input_seq > c.saw_upto else 0
     marker = ev.ActivationCompleted(
@@ -83,7 +84,9 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
         [marker, *c.commands],
         c.now,
         next_seq=row.next_seq,
-        then=f", lease_owner = NULL, lease_expires_at = NULL, runnable = {still_runnable}",
+        then=f", lease_owner = NULL, lease_expires_at = NULL, runnable = {still_runnable}"
+        f"{noted.sql}",
+        then_params=noted.params,
     )
     eager = apply_commands(
         conn,

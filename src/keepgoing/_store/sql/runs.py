@@ -304,12 +304,14 @@ def append(
     *,
     next_seq: int | None = None,
     then: str = "",
+    then_params: Sequence[Any] = (),
 ) -> int:
     """Append ``events`` with the next seqs and ``at=now``; update the run row once.
 
     Returns the seq of the last event. ``next_seq`` saves a read when the caller
     has it; ``then`` adds SET clauses to the run's update (the rightmost
-    assignment of a column wins).
+    assignment of a column wins; only a column assigned without parameters may
+    be assigned twice), with ``then_params`` for its placeholders.
     """
     seq = next_seq
     if seq is None:
@@ -329,12 +331,12 @@ def append(
             "UPDATE runs SET next_seq = ?, last_input_seq = ?, updated_at = ?, "
             "runnable_since = CASE WHEN runnable = 1 THEN runnable_since ELSE ? END, "
             f"runnable = 1{then} WHERE run_id = ?",
-            (seq, last_input, now, now, run_id),
+            (seq, last_input, now, now, *then_params, run_id),
         )
     else:
         conn.execute(
             f"UPDATE runs SET next_seq = ?, updated_at = ?{then} WHERE run_id = ?",
-            (seq, now, run_id),
+            (seq, now, *then_params, run_id),
         )
     return seq - 1
 
