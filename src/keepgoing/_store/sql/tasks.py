@@ -13,7 +13,7 @@ from typing import NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._store import records as rec
 from keepgoing._store.sql import volumes
-from keepgoing._store.sql.commands import apply_commands
+from keepgoing._store.sql.commands import append_and_apply
 from keepgoing._store.sql.gateway import OPEN_CALLS, mark_attempt_calls
 from keepgoing._store.sql.rows import columns, every, one
 from keepgoing._store.sql.runs import TASK_COLUMNS, RunRef, TaskRow, append, marks, task_claim
@@ -219,22 +219,17 @@ def _apply_fast(
     marker = ev.ActivationCompleted(
         saw_upto=seq, time=fast.time, worker=worker_id, code_version=fast.code_version
     )
-    last = append(
+    last, eager = append_and_apply(
         conn,
-        run_id,
-        [arrived, marker, *fast.commands],
+        RunRef(run_id, run.workflow_id, run.task_queue),
+        [arrived, marker],
+        fast.commands,
         now,
         next_seq=seq,
         then=", fence = fence + 1, runnable = 0, lease_owner = NULL, lease_expires_at = NULL",
-    )
-    eager = apply_commands(
-        conn,
-        RunRef(run_id, run.workflow_id, run.task_queue),
-        fast.commands,
-        now,
-        worker_id if fast.eager_claim else None,
-        fast.eager_limit,
-        fast.lease_ttl,
+        eager_worker=worker_id if fast.eager_claim else None,
+        eager_limit=fast.eager_limit,
+        lease_ttl=fast.lease_ttl,
     )
     return rec.CommitResult(
         ok=True, last_seq=last, fence=fast.run_fence + 1, eager=eager, saw_upto=seq
