@@ -60,6 +60,37 @@ async def test_a_run_started_by_name_learns_its_version_from_the_first_activatio
     assert started.input == {"x": 1} and started.seq == 1 and started.at == NOW
 
 
+async def test_later_activations_add_only_versions_not_seen_before(store: Store) -> None:
+    run = await start(store)
+    # Each activation schedules a task whose completion makes the run runnable again.
+    for cmd, version in enumerate(("aaa", "aaa", "bbb", "aaa"), start=1):
+        now = NOW + 2 * cmd
+        claim = await claim_run(store, run.run_id, now=now)
+        assert (await commit(store, claim, [task(cmd)], now=now, code_version=version)).ok
+        attempt = await claim_one(store, now=now)
+        assert (await store.complete_task(success(attempt, now=now + 1), None)).accepted
+    stored = await store.get_run(run.run_id)
+    assert stored is not None and stored.code_version == "v1"
+    assert stored.code_versions == ("aaa", "bbb")
+
+
+async def test_a_first_activation_that_blocks_records_its_version(store: Store) -> None:
+    run = await start(store)
+    await _block(store, run.run_id, "aaa")
+    blocked = await store.get_run(run.run_id)
+    assert blocked is not None and blocked.status == "blocked"
+    assert (blocked.code_version, blocked.code_versions) == ("v1", ("aaa",))
+    assert blocked.blocked_versions == ("aaa",) and blocked.runnable is False
+    # A run started by name learns its version from a blocking first activation too.
+    await store.start_run(StartRequest("run-b", "wf-b", WF, {}, QUEUE, "", NOW))
+    await _block(store, "run-b", "bbb")
+    by_name = await store.get_run("run-b")
+    assert by_name is not None and by_name.status == "blocked"
+    assert (by_name.code_version, by_name.code_versions) == ("bbb", ("bbb",))
+    started = (await store.read_history("run-b"))[0]
+    assert isinstance(started, ev.WorkflowStarted) and started.code_version == "bbb"
+
+
 async def test_a_blocked_run_is_retried_by_other_code_once_and_then_after_a_backoff(
     store: Store,
 ) -> None:

@@ -11,7 +11,7 @@ from keepgoing._store.gateway_protocol import GatewayCall, GatewayKey
 from keepgoing._store.protocol import Store
 from keepgoing.errors import StoreError
 
-from ._builders import NOW, TTL, claim_one, failure, start_with, success, task
+from ._builders import NOW, TTL, claim_one, claim_tasks, failure, start_with, success, task
 
 DAY = 86400.0
 
@@ -98,6 +98,28 @@ async def test_the_attempts_calls_commit_with_the_steps_completion(store: Store)
     await store.complete_task(success(claim))
     [row] = await store.list_gateway_calls(run_id=run.run_id)
     assert row.attempt_state == "committed"
+
+
+async def test_a_completion_settles_only_its_own_attempts_open_calls(store: Store) -> None:
+    run, _ = await start_with(store, [task(1), task(2)])
+    other, _ = await start_with(store, [task(1)], workflow_id="wf-2")
+    by_step = {(c.run_id, c.cmd): c for c in await claim_tasks(store, limit=3)}
+    assert set(by_step) == {(run.run_id, 1), (run.run_id, 2), (other.run_id, 1)}
+    for call_id, run_id, step in (("s2", run.run_id, 2), ("o1", other.run_id, 1)):
+        await store.record_gateway_call(
+            call(call_id, run_id=run_id, step=step, attempt=1, attempt_state="open")
+        )
+    # Step 1 of the run made no model call: its completion leaves every other row open.
+    assert (await store.complete_task(success(by_step[(run.run_id, 1)]))).accepted
+    states = {r.call_id: r.attempt_state for r in await store.list_gateway_calls()}
+    assert states == {"s2": "open", "o1": "open"}
+    # Step 2 made two calls: both are settled with it, and only they.
+    await store.record_gateway_call(
+        call("s2b", run_id=run.run_id, step=2, attempt=1, attempt_state="open")
+    )
+    assert (await store.complete_task(success(by_step[(run.run_id, 2)]))).accepted
+    states = {r.call_id: r.attempt_state for r in await store.list_gateway_calls()}
+    assert states == {"s2": "committed", "s2b": "committed", "o1": "open"}
 
 
 async def test_a_failed_attempts_calls_are_kept_as_failed(store: Store) -> None:

@@ -26,6 +26,7 @@ from keepgoing._store.transitions import PARENT_ENDED
 
 __all__ = [
     "after_run_ended",
+    "append_and_apply",
     "apply_commands",
     "cancel_run",
     "close_run",
@@ -69,32 +70,79 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
     row = one(conn, _CommitRun, _COMMIT_RUN, (c.run_id,))
     if row is None or row.fence != c.fence or row.status != "running":
         return rec.CommitResult(ok=False)
-    versions.note(conn, c.run_id, c.code_version, row.code_version, row.code_versions)
+    # The code version joins the activation's own update of the run: no update of its own.
+    noted = versions.note(conn, c.run_id, c.code_version, row.code_version, row.code_versions)
     if c.blocked_reason is not None:
-        last = versions.block(conn, c, next_seq=row.next_seq)
+        last = versions.block(conn, c, next_seq=row.next_seq, noted=noted)
         return rec.CommitResult(ok=True, last_seq=last, fence=c.fence, saw_upto=c.saw_upto)
     still_runnable = 1 if row.last_input_seq > c.saw_upto else 0
     marker = ev.ActivationCompleted(
         saw_upto=c.saw_upto, time=c.time, worker=c.worker_id, code_version=c.code_version
     )
-    last = ops.append(
-        conn,
-        c.run_id,
-        [marker, *c.commands],
-        c.now,
-        next_seq=row.next_seq,
-        then=f", lease_owner = NULL, lease_expires_at = NULL, runnable = {still_runnable}",
-    )
-    eager = apply_commands(
+    last, eager = append_and_apply(
         conn,
         ops.RunRef(c.run_id, row.workflow_id, row.task_queue),
+        [marker],
         c.commands,
         c.now,
-        c.worker_id if c.eager_claim else None,
-        c.eager_limit,
-        c.lease_ttl,
+        next_seq=row.next_seq,
+        then=f", lease_owner = NULL, lease_expires_at = NULL, runnable = {still_runnable}"
+        f"{noted.sql}",
+        then_params=noted.params,
+        eager_worker=c.worker_id if c.eager_claim else None,
+        eager_limit=c.eager_limit,
+        lease_ttl=c.lease_ttl,
     )
     return rec.CommitResult(ok=True, last_seq=last, fence=c.fence, eager=eager, saw_upto=c.saw_upto)
+
+
+def append_and_apply(
+    conn: sqlite3.Connection,
+    run: ops.RunRef,
+    events: Sequence[ev.Event],
+    commands: Sequence[ev.Event],
+    now: float,
+    *,
+    next_seq: int,
+    then: str,
+    then_params: Sequence[object] = (),
+    eager_worker: str | None,
+    eager_limit: int,
+    lease_ttl: float,
+) -> tuple[int, list[rec.TaskClaim]]:
+    """Append a commit's ``events`` (what arrived, its marker) and ``commands``, updating
+    the run as ``then`` says, and apply the commands; returns the last seq and the eager
+    task claims.
+
+    A commit whose one command ends the run (as most ends are) ends it in the append's
+    own update of the run, which also says what the run left open: one update of the
+    run instead of two, and no read.
+    """
+    if len(commands) == 1 and isinstance(commands[0], _ENDS):
+        ending, params = _ending(commands[0], now)
+        left_open = (_Open, f"{_LEFT_OPEN}, parent_run_id", (run.run_id,) * 4)
+        last, left = ops.append_returning(
+            conn,
+            run.run_id,
+            [*events, *commands],
+            now,
+            left_open,
+            next_seq=next_seq,
+            then=f"{then}, {ending}",
+            then_params=(*then_params, *params),
+        )
+        close_run(conn, run.run_id, now, left=left)
+        return last, []
+    last = ops.append(
+        conn,
+        run.run_id,
+        [*events, *commands],
+        now,
+        next_seq=next_seq,
+        then=then,
+        then_params=then_params,
+    )
+    return last, apply_commands(conn, run, commands, now, eager_worker, eager_limit, lease_ttl)
 
 
 def apply_commands(
@@ -132,7 +180,7 @@ def apply_commands(
                 "AND status = 'pending'",
                 (run_id, command.cmd),
             )
-        elif isinstance(command, ev.WorkflowCompleted | ev.WorkflowFailed | ev.WorkflowCancelled):
+        elif isinstance(command, _ENDS):
             end_run(conn, run_id, command, now)
         else:
             _apply_messaging(conn, run, command, now)
@@ -205,8 +253,12 @@ def _continue_as_new(
     )
 
 
-def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float) -> None:
-    """End a run as the command says, then settle what depended on it."""
+_ENDS = (ev.WorkflowCompleted, ev.WorkflowFailed, ev.WorkflowCancelled)
+
+
+def _ending(command: ev.Event, now: float) -> tuple[str, tuple[object, ...]]:
+    """The SET clauses (and parameters) that end a run as ``command`` says; the
+    caller sets ``updated_at``."""
     result = error = None
     if isinstance(command, ev.WorkflowCompleted):
         status, result = "completed", encode(command.result, "the result of the workflow")
@@ -217,33 +269,62 @@ def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float
         status = "cancelled"
         info = ev.ErrorInfo(type="asyncio.CancelledError", message=command.reason or "cancelled")
         error = dumps(dataclasses.asdict(info))
-    conn.execute(
-        "UPDATE runs SET status = ?, result = ?, error = ?, ended_at = ?, updated_at = ?, "
-        "runnable = 0, lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?",
-        (status, result, error, now, now, run_id),
+    return (
+        "status = ?, result = ?, error = ?, ended_at = ?, "
+        "runnable = 0, lease_owner = NULL, lease_expires_at = NULL",
+        (status, result, error, now),
     )
-    close_run(conn, run_id, now)
 
 
-def close_run(
-    conn: sqlite3.Connection, run_id: str, now: float, *, notify_parent: bool = True
-) -> None:
-    """Cancel an ended run's open timers, tasks and waits; tell its parent and children."""
-    # One look first: most runs end with nothing left open, and each cancel is
-    # then skipped. (The run's row is locked: nothing can open meanwhile.)
+def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float) -> None:
+    """End a run as the command says, then settle what depended on it."""
+    ending, params = _ending(command, now)
+    # The update also says what the run left open (see close_run): no read of its own.
     left = one(
         conn,
         _Open,
-        "SELECT EXISTS (SELECT 1 FROM timers WHERE run_id = ? AND status = 'pending') AS timers, "
-        "EXISTS (SELECT 1 FROM tasks WHERE run_id = ? AND status IN ('pending', 'running')) "
-        "AS tasks, "
-        "EXISTS (SELECT 1 FROM event_waits WHERE run_id = ? AND status = 'waiting') AS waits, "
-        "EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ? AND status IN ('running', 'blocked')) "
-        "AS children, "
-        "(SELECT parent_run_id FROM runs WHERE run_id = ?) AS parent_run_id",
-        (run_id,) * 5,
+        f"UPDATE runs SET {ending}, updated_at = ? WHERE run_id = ? "
+        f"RETURNING {_LEFT_OPEN}, parent_run_id",
+        (*params, now, run_id, *(run_id,) * 4),
     )
-    assert left is not None  # a SELECT without FROM returns one row
+    assert left is not None  # the caller holds the run
+    close_run(conn, run_id, now, left=left)
+
+
+#: What an ended run left open: four ``EXISTS``, each taking the run id.
+_LEFT_OPEN = (
+    "EXISTS (SELECT 1 FROM timers WHERE run_id = ? AND status = 'pending') AS timers, "
+    "EXISTS (SELECT 1 FROM tasks WHERE run_id = ? AND status IN ('pending', 'running')) "
+    "AS tasks, "
+    "EXISTS (SELECT 1 FROM event_waits WHERE run_id = ? AND status = 'waiting') AS waits, "
+    "EXISTS (SELECT 1 FROM runs WHERE parent_run_id = ? AND status IN ('running', 'blocked')) "
+    "AS children"
+)
+
+
+def close_run(
+    conn: sqlite3.Connection,
+    run_id: str,
+    now: float,
+    *,
+    notify_parent: bool = True,
+    left: _Open | None = None,
+) -> None:
+    """Cancel an ended run's open timers, tasks and waits; tell its parent and children.
+
+    ``left`` is what the run left open when the caller has read it already.
+    """
+    # One look first: most runs end with nothing left open, and each cancel is
+    # then skipped. (The run's row is locked: nothing can open meanwhile.)
+    if left is None:
+        left = one(
+            conn,
+            _Open,
+            f"SELECT {_LEFT_OPEN}, "
+            "(SELECT parent_run_id FROM runs WHERE run_id = ?) AS parent_run_id",
+            (run_id,) * 5,
+        )
+        assert left is not None  # a SELECT without FROM returns one row
     if left.timers:
         conn.execute(
             "UPDATE timers SET status = 'cancelled' WHERE run_id = ? AND status = 'pending'",

@@ -22,7 +22,7 @@ from keepgoing._store.gateway_protocol import (
 from keepgoing._store.refused import name_refused
 from keepgoing.errors import StoreError
 
-__all__ = ["CALL_COLUMNS", "SqlGatewayMixin", "mark_attempt_calls", "utc_day"]
+__all__ = ["CALL_COLUMNS", "OPEN_CALLS", "SqlGatewayMixin", "mark_attempt_calls", "utc_day"]
 
 CALL_COLUMNS: tuple[str, ...] = (
     "call_id",
@@ -134,6 +134,14 @@ class SqlGatewayMixin(GatewayStore):
             lambda c: [_key(r) for r in c.execute(sql).fetchall()]
         )
         return keys
+
+
+#: The open ledger rows of one attempt (parameters: run id, step, attempt): the rows
+#: :func:`mark_attempt_calls` settles. A completion asks ``EXISTS`` of it first.
+OPEN_CALLS = (
+    "SELECT 1 FROM gateway_calls "
+    "WHERE run_id = ? AND step = ? AND attempt = ? AND attempt_state = 'open'"
+)
 
 
 def mark_attempt_calls(

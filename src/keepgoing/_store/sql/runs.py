@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from keepgoing._history import events as ev
 from keepgoing._history.codec import decode, encode_at
@@ -21,6 +21,8 @@ from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
+
+R = TypeVar("R", bound=NamedTuple)
 
 
 class RunRow(NamedTuple):
@@ -304,13 +306,55 @@ def append(
     *,
     next_seq: int | None = None,
     then: str = "",
+    then_params: Sequence[Any] = (),
 ) -> int:
     """Append ``events`` with the next seqs and ``at=now``; update the run row once.
 
     Returns the seq of the last event. ``next_seq`` saves a read when the caller
     has it; ``then`` adds SET clauses to the run's update (the rightmost
-    assignment of a column wins).
+    assignment of a column wins; only a column assigned without parameters may
+    be assigned twice), with ``then_params`` for its placeholders.
     """
+    last, sql, params = _append(conn, run_id, events, now, next_seq, then, then_params, "", ())
+    conn.execute(sql, params)
+    return last
+
+
+def append_returning(
+    conn: sqlite3.Connection,
+    run_id: str,
+    events: Sequence[ev.Event],
+    now: float,
+    returning: tuple[type[R], str, Sequence[Any]],
+    *,
+    next_seq: int,
+    then: str = "",
+    then_params: Sequence[Any] = (),
+) -> tuple[int, R]:
+    """:func:`append`, whose update of the run also returns a row: ``returning`` is
+    its type, the ``RETURNING`` expressions and their parameters."""
+    row_type, sql, params = returning
+    last, update, values = _append(
+        conn, run_id, events, now, next_seq, then, then_params, sql, params
+    )
+    row = one(conn, row_type, update, values)
+    assert row is not None  # the caller holds the run
+    return last, row
+
+
+def _append(
+    conn: sqlite3.Connection,
+    run_id: str,
+    events: Sequence[ev.Event],
+    now: float,
+    next_seq: int | None,
+    then: str,
+    then_params: Sequence[Any],
+    returning: str,
+    returning_params: Sequence[Any],
+) -> tuple[int, str, tuple[Any, ...]]:
+    """Insert the events; return the last seq and the run's update (to run) with its
+    parameters."""
     seq = next_seq
     if seq is None:
         seq = value(conn, "SELECT next_seq FROM runs WHERE run_id = ? /*FOR UPDATE*/", (run_id,))
@@ -324,19 +368,20 @@ def append(
     conn.executemany(
         "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)", rows
     )
+    tail = f" WHERE run_id = ?{' RETURNING ' + returning if returning else ''}"
     if last_input:
-        conn.execute(
+        return (
+            seq - 1,
             "UPDATE runs SET next_seq = ?, last_input_seq = ?, updated_at = ?, "
             "runnable_since = CASE WHEN runnable = 1 THEN runnable_since ELSE ? END, "
-            f"runnable = 1{then} WHERE run_id = ?",
-            (seq, last_input, now, now, run_id),
+            f"runnable = 1{then}{tail}",
+            (seq, last_input, now, now, *then_params, run_id, *returning_params),
         )
-    else:
-        conn.execute(
-            f"UPDATE runs SET next_seq = ?, updated_at = ?{then} WHERE run_id = ?",
-            (seq, now, run_id),
-        )
-    return seq - 1
+    return (
+        seq - 1,
+        f"UPDATE runs SET next_seq = ?, updated_at = ?{then}{tail}",
+        (seq, now, *then_params, run_id, *returning_params),
+    )
 
 
 # -- activations -------------------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._store import records as rec
 from keepgoing._store.sql import volumes
-from keepgoing._store.sql.commands import apply_commands
-from keepgoing._store.sql.gateway import mark_attempt_calls
+from keepgoing._store.sql.commands import append_and_apply
+from keepgoing._store.sql.gateway import OPEN_CALLS, mark_attempt_calls
 from keepgoing._store.sql.rows import columns, every, one
 from keepgoing._store.sql.runs import TASK_COLUMNS, RunRef, TaskRow, append, marks, task_claim
 from keepgoing._store.stops import Stamp
@@ -50,6 +50,14 @@ class _Attempt(NamedTuple):
 
 class _Cmd(NamedTuple):
     cmd: int
+
+
+class _Done(NamedTuple):
+    """What a completion returns of its task: its key, and whether the attempt has
+    open model calls in the gateway ledger to settle."""
+
+    cmd: int
+    calls: bool
 
 
 class _Failing(NamedTuple):
@@ -132,18 +140,20 @@ def complete_task(
             return rec.TaskOutcomeResult(accepted=False)
         assert o.error is not None
         return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now)
-    # The fence check and the completion are one statement.
+    # The fence check and the completion are one statement; it also says whether the
+    # attempt made model calls, so that most completions (none) skip settling them.
     done_row = one(
         conn,
-        _Cmd,
+        _Done,
         "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
-        "WHERE run_id = ? AND cmd = ? AND status = 'running' AND fence = ? RETURNING cmd",
-        (o.run_id, o.cmd, o.fence),
+        "WHERE run_id = ? AND cmd = ? AND status = 'running' AND fence = ? RETURNING cmd, "
+        f"EXISTS ({OPEN_CALLS}) AS calls",
+        (o.run_id, o.cmd, o.fence, o.run_id, o.cmd, o.attempt),
     )
     if done_row is None:
         return rec.TaskOutcomeResult(accepted=False)
-    # The attempt's model calls become the step's, in the completion's transaction.
-    mark_attempt_calls(conn, o.run_id, o.cmd, o.attempt, "committed")
+    if done_row.calls:  # the attempt's model calls become the step's, in this transaction
+        mark_attempt_calls(conn, o.run_id, o.cmd, o.attempt, "committed")
     memory = volumes.commit_task(conn, o) if o.volume_commits else []
     if memory:  # staged volume writes commit with the completion, before it
         last = append(conn, o.run_id, memory, o.now, next_seq=run.next_seq)
@@ -209,22 +219,17 @@ def _apply_fast(
     marker = ev.ActivationCompleted(
         saw_upto=seq, time=fast.time, worker=worker_id, code_version=fast.code_version
     )
-    last = append(
+    last, eager = append_and_apply(
         conn,
-        run_id,
-        [arrived, marker, *fast.commands],
+        RunRef(run_id, run.workflow_id, run.task_queue),
+        [arrived, marker],
+        fast.commands,
         now,
         next_seq=seq,
         then=", fence = fence + 1, runnable = 0, lease_owner = NULL, lease_expires_at = NULL",
-    )
-    eager = apply_commands(
-        conn,
-        RunRef(run_id, run.workflow_id, run.task_queue),
-        fast.commands,
-        now,
-        worker_id if fast.eager_claim else None,
-        fast.eager_limit,
-        fast.lease_ttl,
+        eager_worker=worker_id if fast.eager_claim else None,
+        eager_limit=fast.eager_limit,
+        lease_ttl=fast.lease_ttl,
     )
     return rec.CommitResult(
         ok=True, last_seq=last, fence=fast.run_fence + 1, eager=eager, saw_upto=seq

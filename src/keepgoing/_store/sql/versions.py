@@ -17,7 +17,7 @@ from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing.errors import WorkflowNotRunningError
 
-__all__ = ["block", "claim_blocked", "note", "unblock_run"]
+__all__ = ["RunSet", "block", "claim_blocked", "note", "unblock_run"]
 
 _SCAN = 200  # blocked runs looked at per claim; they are few, and each is cheap
 
@@ -36,22 +36,30 @@ class _Blocks(NamedTuple):
     block_count: int
 
 
-def note(conn: sqlite3.Connection, run_id: str, version: str, started_as: str, seen: str) -> None:
+class RunSet(NamedTuple):
+    """SET clauses (with their parameters) for a caller's own update of the run."""
+
+    sql: str = ""
+    params: tuple[object, ...] = ()
+
+
+_NOTHING = RunSet()
+
+
+def note(conn: sqlite3.Connection, run_id: str, version: str, started_as: str, seen: str) -> RunSet:
     """Record that code ``version`` activates the run (in the caller's transaction).
 
     A run started by name, by a client that never imported the code, has no
     version yet: the first activation fills it, in the run and in its
-    ``WorkflowStarted``, so old and new code can be told apart later.
+    ``WorkflowStarted``, so old and new code can be told apart later. The
+    run's columns are not written here: the clauses returned join the
+    activation's own update of the run (none when nothing is new).
     """
     if not version:
-        return
+        return _NOTHING
     known = loads(seen)
     if started_as and version in known:
-        return
-    conn.execute(
-        "UPDATE runs SET code_versions = ?, code_version = ? WHERE run_id = ?",
-        (dumps(with_version(known, version)), started_as or version, run_id),
-    )
+        return _NOTHING
     if not started_as:
         body = value(conn, "SELECT body FROM history WHERE run_id = ? AND seq = 1", (run_id,))
         started = decode(loads(body))
@@ -61,29 +69,41 @@ def note(conn: sqlite3.Connection, run_id: str, version: str, started_as: str, s
                 "UPDATE history SET body = ? WHERE run_id = ? AND seq = 1",
                 (encode_at(filled, 1, started.at), run_id),
             )
+    return RunSet(
+        ", code_versions = ?, code_version = ?",
+        (dumps(with_version(known, version)), started_as or version),
+    )
 
 
-def block(conn: sqlite3.Connection, c: rec.ActivationCommit, *, next_seq: int) -> int:
-    """Append ``WorkflowBlocked`` and mark the run blocked until it is retried."""
+def block(
+    conn: sqlite3.Connection, c: rec.ActivationCommit, *, next_seq: int, noted: RunSet = _NOTHING
+) -> int:
+    """Append ``WorkflowBlocked`` and mark the run blocked until it is retried.
+
+    ``noted`` (from :func:`note`) joins the same update of the run.
+    """
     assert c.blocked_reason is not None
     row = one(conn, _Blocks, f"SELECT {columns(_Blocks)} FROM runs WHERE run_id = ?", (c.run_id,))
     assert row is not None  # the commit holds the run
     count = row.block_count + 1
     blocked = ev.WorkflowBlocked(reason=c.blocked_reason, code_version=c.code_version)
-    last = ops.append(conn, c.run_id, [blocked], c.now, next_seq=next_seq)
-    conn.execute(
-        "UPDATE runs SET status = 'blocked', blocked_reason = ?, lease_owner = NULL, "
+    return ops.append(
+        conn,
+        c.run_id,
+        [blocked],
+        c.now,
+        next_seq=next_seq,
+        then=", status = 'blocked', blocked_reason = ?, lease_owner = NULL, "
         "lease_expires_at = NULL, runnable = 0, blocked_versions = ?, block_count = ?, "
-        "retry_blocked_at = ? WHERE run_id = ?",
-        (
+        f"retry_blocked_at = ?{noted.sql}",
+        then_params=(
             c.blocked_reason,
             dumps(with_version(loads(row.blocked_versions), c.code_version)),
             count,
             c.now + retry_blocked_after(count),
-            c.run_id,
+            *noted.params,
         ),
     )
-    return last
 
 
 def claim_blocked(
