@@ -13,6 +13,7 @@ from keepgoing._server.batch_schemas import StartManyBody, StartManyResult
 from keepgoing._server.context import ServerContext, context
 from keepgoing._server.errors import ApiError
 from keepgoing._server.routes._common import PREFIX, STRICT, check_depth, documented
+from keepgoing._server.routes.runs import DEFAULT_QUEUE
 from keepgoing._server.schemas import StartResult
 from keepgoing._store.records import AuditEntry, RunRecord, StartRequest
 from keepgoing._workflow.inputs import start_input
@@ -21,8 +22,6 @@ from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
 __all__ = ["router"]
 
 router = APIRouter(prefix=PREFIX, tags=["runs"], dependencies=STRICT)
-
-DEFAULT_QUEUE = "default"
 
 
 @router.post(
