@@ -244,7 +244,8 @@ class Worker:
         timer = self._timers[0][0] if self._timers else None
         if timer is not None and timer <= self.clock.now():
             return  # due since this pass fired timers: the next pass fires it
-        wake = await self.store.next_wakeup()
+        stored = await self.store.next_wakeup()
+        wake = stored
         if timer is not None and (wake is None or timer < wake):
             wake = timer
         now = self.clock.now()
@@ -253,7 +254,10 @@ class Worker:
         # take (a task for other workers, a lease its living owner keeps): no spin on it.
         if wake is not None and wake > self._claimed_at:
             timeout = min(timeout, max(0.0, wake - now))
-            self._services_due = min(self._services_due, wake)
+        # The store's next instant brings the services sweep forward, unless it is one of
+        # this worker's own timers: those it fires itself (and sweeps for if it cannot).
+        if stored is not None and stored > self._claimed_at and not self._holds_timer(stored):
+            self._services_due = min(self._services_due, stored)
         if self.run_services:
             timeout = min(timeout, max(0.0, self._services_due - now))
         if timer is not None and 0 < timer - now <= timeout:
@@ -347,7 +351,12 @@ class Worker:
                 if follow is not None:
                     self._follow(follow)
                     fired = True
+                else:  # not fired here (the run is busy or gone): the sweep fires it now
+                    self._services_due = min(self._services_due, now)
         return fired
+
+    def _holds_timer(self, instant: float) -> bool:
+        return any(fire_at == instant for fire_at, _, _ in self._timers)
 
     # -- services -----------------------------------------------------------------
     async def _services(self, now: float) -> bool:
