@@ -17,13 +17,11 @@ from typing import Any
 
 import httpx
 
-from keepgoing._gateway.config import ProviderConfig
 from keepgoing._gateway.providers.base import (
-    Provider,
+    HttpProvider,
     ProviderError,
     SseLines,
     error_from,
-    http_client,
     transport_error,
 )
 
@@ -183,17 +181,7 @@ def _completion(answer: dict[str, Any], model: str) -> dict[str, Any]:
     }
 
 
-class AnthropicProvider(Provider):
-    def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(config)
-        self._client: httpx.AsyncClient | None = None
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = http_client(self.config)
-        return self._client
-
+class AnthropicProvider(HttpProvider):
     def _headers(self) -> dict[str, str]:
         headers = {"anthropic-version": VERSION}
         key = self.config.api_key()
@@ -202,21 +190,7 @@ class AnthropicProvider(Provider):
         return headers
 
     async def chat(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
-        request = to_messages_request(model, body)
-        try:
-            response = await self.client.post(
-                self.config.base_url + "/v1/messages", json=request, headers=self._headers()
-            )
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, self) from None
-        if response.status_code >= 400:
-            raise error_from(response, self)
-        try:
-            answer = response.json()
-        except ValueError:
-            raise ProviderError(f"{self.name} answered with something that is not JSON") from None
-        if not isinstance(answer, dict):
-            raise ProviderError(f"{self.name} answered with JSON that is not an object")
+        answer = await self._post("/v1/messages", to_messages_request(model, body))
         return _completion(answer, model)
 
     async def stream(self, model: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
@@ -257,11 +231,6 @@ class AnthropicProvider(Provider):
             retryable=False,
             kind="unsupported",
         )
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
 
 
 class _StreamState:

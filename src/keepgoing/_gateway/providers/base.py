@@ -19,7 +19,7 @@ import httpx
 
 from keepgoing._gateway.config import ProviderConfig
 
-__all__ = ["Provider", "ProviderError", "SseLines", "http_client", "scrub"]
+__all__ = ["HttpProvider", "Provider", "ProviderError", "SseLines", "http_client", "scrub"]
 
 
 class ProviderError(Exception):
@@ -67,6 +67,48 @@ class Provider(abc.ABC):
         """Texts that must never leave the gateway (the provider's key)."""
         key = self.config.api_key()
         return [key] if key else []
+
+
+class HttpProvider(Provider):
+    """A provider over HTTP: one lazily opened client, the provider's own headers, and
+    JSON answers checked the same way for every such provider."""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        super().__init__(config)
+        self._client: httpx.AsyncClient | None = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = http_client(self.config)
+        return self._client
+
+    @abc.abstractmethod
+    def _headers(self) -> dict[str, str]:
+        """The headers of every request (the provider's key, its API version)."""
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``base_url + path``; the answer, a JSON object."""
+        try:
+            response = await self.client.post(
+                self.config.base_url + path, json=body, headers=self._headers()
+            )
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self) from None
+        if response.status_code >= 400:
+            raise error_from(response, self)
+        try:
+            answer = response.json()
+        except ValueError:
+            raise ProviderError(f"{self.name} answered with something that is not JSON") from None
+        if not isinstance(answer, dict):
+            raise ProviderError(f"{self.name} answered with JSON that is not an object")
+        return answer
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
 
 def http_client(config: ProviderConfig) -> httpx.AsyncClient:

@@ -8,50 +8,21 @@ from typing import Any
 
 import httpx
 
-from keepgoing._gateway.config import ProviderConfig
 from keepgoing._gateway.providers.base import (
-    Provider,
+    HttpProvider,
     ProviderError,
     SseLines,
     error_from,
-    http_client,
     transport_error,
 )
 
 __all__ = ["OpenAIProvider"]
 
 
-class OpenAIProvider(Provider):
-    def __init__(self, config: ProviderConfig) -> None:
-        super().__init__(config)
-        self._client: httpx.AsyncClient | None = None
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = http_client(self.config)
-        return self._client
-
+class OpenAIProvider(HttpProvider):
     def _headers(self) -> dict[str, str]:
         key = self.config.api_key()
         return {"Authorization": f"Bearer {key}"} if key else {}
-
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = await self.client.post(
-                self.config.base_url + path, json=body, headers=self._headers()
-            )
-        except httpx.HTTPError as exc:
-            raise transport_error(exc, self) from None
-        if response.status_code >= 400:
-            raise error_from(response, self)
-        try:
-            answer = response.json()
-        except ValueError:
-            raise ProviderError(f"{self.name} answered with something that is not JSON") from None
-        if not isinstance(answer, dict):
-            raise ProviderError(f"{self.name} answered with JSON that is not an object")
-        return answer
 
     async def chat(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
         answer = await self._post("/chat/completions", {**body, "model": model, "stream": False})
@@ -107,8 +78,3 @@ class OpenAIProvider(Provider):
         if not isinstance(answer.get("data"), list):
             raise ProviderError(f"{self.name} answered embeddings without data")
         return answer
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
