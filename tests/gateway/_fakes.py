@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections import deque
@@ -28,11 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from integration._support import free_port
 
 
 @dataclass
@@ -75,7 +70,7 @@ class Fake:
             Route("/v1/embeddings", self._openai_embed, methods=["POST"]),
             Route("/v1/messages", self._anthropic, methods=["POST"]),
         ]
-        self.port = _free_port()
+        self.port = free_port()
         config = uvicorn.Config(
             Starlette(routes=routes), host="127.0.0.1", port=self.port, log_level="warning"
         )

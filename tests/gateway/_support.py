@@ -4,42 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import httpx
 
+from integration._support import free_port, wait_until
 from keepgoing._server import tokens
 from keepgoing._store.gateway_protocol import GatewayKey
 from keepgoing._store.protocol import Store
 from keepgoing._store.url import store_from_url
 
 from ._fakes import Fake
-
-T = TypeVar("T")
-
-
-def wait_until(predicate: Callable[[], T], timeout: float = 30.0, what: str = "a condition") -> T:
-    """Poll ``predicate`` until it returns something truthy (never a bare sleep)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cli_env(root: Path) -> dict[str, str]:

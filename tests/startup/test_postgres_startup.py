@@ -9,14 +9,13 @@ process at once, with the DSN in the message and its password redacted.
 from __future__ import annotations
 
 import signal
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
 
 import keepgoing
-from integration._support import WorkerProcess, wait_until
+from integration._support import WorkerProcess, free_port, wait_until
 from keepgoing.errors import WorkflowNotFoundError
 
 from ._cluster import APP_DATABASE, DATABASE, PASSWORD, PASSWORD_ROLE, Cluster
@@ -46,12 +45,6 @@ def _exited(proc: WorkerProcess, timeout: float = 20) -> int:
     return proc.proc.wait(timeout=timeout)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_a_worker_started_while_the_database_is_down_waits_then_serves(
     cluster: Cluster, procs: Processes, app: Path
 ) -> None:
@@ -74,7 +67,7 @@ def test_a_server_started_while_the_database_is_down_is_not_ready_until_it_is_up
     cluster: Cluster, procs: Processes
 ) -> None:
     cluster.stop()
-    port = _free_port()
+    port = free_port()
     server = procs.start(
         "server", "--no-auth", "--port", str(port), "--store", cluster.url(), name="server"
     )
@@ -109,7 +102,7 @@ def test_a_wrong_password_fails_at_once_naming_the_dsn_without_the_password(
     if not cluster.running:
         cluster.start()
     url = cluster.url(user=PASSWORD_ROLE, password="not-the-" + PASSWORD)
-    args = [str(app)] if command == "worker" else ["--no-auth", "--port", str(_free_port())]
+    args = [str(app)] if command == "worker" else ["--no-auth", "--port", str(free_port())]
     proc = procs.start(command, *args, "--store", url, name=command)
 
     assert _exited(proc) == 1  # no --connect-timeout: it did not wait
@@ -151,8 +144,8 @@ def test_a_database_that_does_not_exist_fails_at_once(
 def test_connect_timeout_gives_up_with_a_clear_error(
     procs: Processes, app: Path, command: str
 ) -> None:
-    url = f"postgresql://kg:secret@127.0.0.1:{_free_port()}/kg"  # nothing listens there
-    args = [str(app)] if command == "worker" else ["--no-auth", "--port", str(_free_port())]
+    url = f"postgresql://kg:secret@127.0.0.1:{free_port()}/kg"  # nothing listens there
+    args = [str(app)] if command == "worker" else ["--no-auth", "--port", str(free_port())]
     proc = procs.start(command, *args, "--store", url, "--connect-timeout", "1", name=command)
 
     assert _exited(proc) == 1
