@@ -29,13 +29,13 @@ record-demo: $(STAMP)
 
 ## The whole test suite: lint, types, then every test.
 test: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check --output-format=concise src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check --output-format=concise src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 
 typecheck: $(STAMP)
