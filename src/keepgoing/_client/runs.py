@@ -100,7 +100,7 @@ def served_workflows(workers: Iterable[WorkerRecord], now: float) -> set[tuple[s
     """The (workflow name, queue) pairs that the live registered workers serve."""
     pairs: set[tuple[str, str]] = set()
     for worker in workers:
-        if worker.heartbeat_at < now - LIVE_WORKER_SECONDS:
+        if worker.lost_at is not None or worker.heartbeat_at < now - LIVE_WORKER_SECONDS:
             continue
         names = worker.info.get("workflows", [])
         pairs.update((str(name), queue) for name in names for queue in worker.queues)
