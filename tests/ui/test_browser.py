@@ -99,7 +99,11 @@ def test_kill_the_worker_then_the_retry_completes_elsewhere(context: Any, stack:
     if stack.offers("/api/v1/runs/{workflow_id}/kill-worker"):
         button.wait_for(state="visible")
         shoot(page, "run-live")
+        asked: list[str] = []
+        page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
         button.click()
+        wait_until(lambda: asked, 10, "the kill to ask for confirmation")
+        assert "SIGKILL the worker running step enrich" in asked[0]
     else:  # the server side of the button is not merged yet: kill it as the button would
         assert button.count() == 1  # the control is there for an admin
         os.kill(victim, signal.SIGKILL)
