@@ -40,3 +40,19 @@ if (badge && (page().can["runs.read"] || page().can.admin)) {
   reviews();
   setInterval(reviews, 10000);
 }
+
+// On a phone a table with class "cards" is drawn as one card per row (kg.css): each
+// cell is labelled with its column's heading, kept up to date as rows are redrawn.
+function labelCells(table) {
+  const heads = [...table.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const row of table.querySelectorAll("tbody tr")) {
+    [...row.children].forEach((cell, i) => {
+      if (heads[i] && cell.dataset.label !== heads[i] && !cell.hasAttribute("colspan")) cell.dataset.label = heads[i];
+    });
+  }
+}
+function labelAll() {
+  for (const table of document.querySelectorAll("table.cards")) labelCells(table);
+}
+new MutationObserver(labelAll).observe(document.getElementById("main"), { childList: true, subtree: true });
+labelAll();

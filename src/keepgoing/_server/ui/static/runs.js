@@ -82,6 +82,7 @@ async function load(position = null) {
     state.next = more;
     next.disabled = more === null;
     render(runs);
+    document.getElementById("runs-table").dataset.shown = location.search; // drawn for this query
   } catch (error) {
     if (asked !== state.asked) return;
     clear(body, el("tr", {}, el("td", { colspan: "7", class: "error", role: "alert" }, error.message)));
