@@ -124,6 +124,19 @@ def test_a_troubled_run_is_marked_and_found_and_its_dead_worker_is_lost(stack: S
     workers = run_kg(stack.root, "workers", *args)
     assert workers.returncode == 0, workers.stderr
     assert "lost worker(s)" in workers.stdout and "killed from the UI by alice" in workers.stdout
+    # The store's own client says the same, without a server.
+    direct = ("--store", stack.store_url)
+    found = json.loads(
+        run_kg(
+            stack.root, "runs", "--trouble", "worker_lost", "--id", key, "--json", *direct
+        ).stdout
+    )
+    assert [r["workflow_id"] for r in found] == [key] and found[0]["state"] == "completed"
+    live = json.loads(run_kg(stack.root, "workers", "--json", *direct).stdout)
+    everyone = json.loads(run_kg(stack.root, "workers", "--json", "--lost", *direct).stdout)
+    assert victim["worker_id"] not in [w["worker_id"] for w in live]
+    (gone,) = [w for w in everyone if w["worker_id"] == victim["worker_id"]]
+    assert gone["lost_reason"] == "worker killed from the UI by alice: its process ended"
 
 
 def test_a_run_waiting_for_review_is_a_state_until_the_decision(stack: Stack) -> None:

@@ -106,6 +106,7 @@ def test_the_runs_list_on_a_phone_shows_each_status(
     )
     assert edges[0] >= 0 and edges[1] <= PHONE["width"], edges  # the status is in view
     assert edges[2] <= PHONE["width"], edges  # a long id wraps
+    page.locator("#runs-table").scroll_into_view_if_needed()
     shoot(page, "phone-runs")
     page.goto(f"{stack.url}/run?id={urllib.parse.quote(runs['long'])}")
     page.wait_for_selector(".tl-row")
@@ -177,6 +178,7 @@ def test_diff_picks_a_run_shows_only_differences_and_marks_the_changed_fields(
         " return t.scrollWidth <= t.parentElement.clientWidth + 1; }"
     )
     assert fits
+    page.locator("#diff-steps").scroll_into_view_if_needed()
     shoot(page, "diff-picker")
     # Two runs with the same steps: the identical rows are hidden until asked for.
     page.fill("#diff-b", runs["a"])
