@@ -200,12 +200,7 @@ class InspectStore(abc.ABC):
         Raises:
             ValueError: one is not (the message names it and the valid ones).
         """
-        for marker in markers:
-            if marker not in MARKERS:
-                raise ValueError(
-                    f"{marker!r} is not a trouble marker; use one of {', '.join(MARKERS)}"
-                )
-        return tuple(dict.fromkeys(markers))
+        return _known(markers, MARKERS, "a trouble marker")
 
     @staticmethod
     def check_statuses(statuses: Sequence[str]) -> tuple[str, ...]:
@@ -214,9 +209,11 @@ class InspectStore(abc.ABC):
         Raises:
             ValueError: one is not (the message names it and the valid ones).
         """
-        for status in statuses:
-            if status not in RUN_STATUSES:
-                raise ValueError(
-                    f"{status!r} is not a run status; use one of {', '.join(RUN_STATUSES)}"
-                )
-        return tuple(dict.fromkeys(statuses))
+        return _known(statuses, RUN_STATUSES, "a run status")
+
+
+def _known(values: Sequence[str], known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    for value in values:
+        if value not in known:
+            raise ValueError(f"{value!r} is not {what}; use one of {', '.join(known)}")
+    return tuple(dict.fromkeys(values))

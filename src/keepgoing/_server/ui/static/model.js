@@ -418,11 +418,6 @@ export function bars(step) {
   return found;
 }
 
-/** The index of the first event after which `step` shows a retry (for replay). */
-export function retriedStep(model) {
-  return model.steps.find((s) => s.attempts.length > 1 || s.attempts.some((a) => a.outcome !== "completed")) || null;
-}
-
 /** How long a step took from its schedule to its end (or null while open). */
 export function stepDuration(step) {
   return step.endedAt != null ? step.endedAt - step.scheduledAt : null;
