@@ -112,6 +112,10 @@ def test_the_problems_strip_and_its_key_go_through_each_problem(
     expect_text(page, "#inspector-title", "^lookup")
     page.locator("#problem-list li[data-kind='worker_lost'] button").click()
     expect_text(page, "#inspector-title", "^enrich")
+    page.keyboard.press("n")
+    expect_text(page, "#inspector-title", "^lookup")
+    page.click("#tl-losses")  # the summary's "1 worker loss" leads to it
+    expect_text(page, "#inspector-title", "^enrich")
     # A 429 retry and a worker loss look different: colour and shape.
     loss = step_row(page, "enrich").locator(".bar-worker_lost")
     limit = step_row(page, "lookup").locator(".bar-rate_limited").first

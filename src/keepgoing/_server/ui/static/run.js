@@ -14,7 +14,7 @@ const { workflow_id: workflowId, run_id: runId } = page().page;
 const OPEN = new Set(["running", "blocked"]);
 const state = { run: null, events: [], model: null, selected: null, lineageShown: false, timer: null, stream: null, problems: [], problem: -1 };
 
-const timeline = workflowId ? new Timeline(document.getElementById("timeline"), { onSelect: select }) : null;
+const timeline = workflowId ? new Timeline(document.getElementById("timeline"), { onSelect: select, onLosses: () => goProblem(0) }) : null;
 const history = workflowId ? new HistoryView(document.getElementById("panel-history")) : null;
 
 if (workflowId) {

@@ -24,9 +24,10 @@ const OVERSCAN = 8;
 const COLLAPSED_SHARE = 0.03; // each collapsed gap takes this share of the axis
 
 export class Timeline {
-  constructor(root, { onSelect } = {}) {
+  constructor(root, { onSelect, onLosses } = {}) {
     this.root = root;
     this.onSelect = onSelect || (() => {});
+    this.onLosses = onLosses || null; // the summary's worker losses lead to the first one
     this.collapse = true;
     this.selected = null;
     this.rows = [];
@@ -82,10 +83,14 @@ export class Timeline {
     if (!this.model) return;
     this.scale = makeScale(this.model, this.collapse);
     const losses = this.model.losses.length;
-    this.summary.textContent =
-      `${this.model.steps.length} steps · ${this.model.waits.length} waits · ${this.model.events.length} events` +
-      (losses ? ` · ${losses} worker loss${losses > 1 ? "es" : ""}` : "") +
-      (this.scale.collapsed ? ` · ${this.scale.collapsed} idle gap${this.scale.collapsed > 1 ? "s" : ""} collapsed` : "");
+    const lost = `${losses} worker loss${losses > 1 ? "es" : ""}`;
+    clear(
+      this.summary,
+      `${this.model.steps.length} steps · ${this.model.waits.length} waits · ${this.model.events.length} events`,
+      losses ? " · " : null,
+      losses && this.onLosses ? el("button", { type: "button", class: "link-button", id: "tl-losses", onclick: () => this.onLosses() }, lost) : losses ? lost : null,
+      this.scale.collapsed ? ` · ${this.scale.collapsed} idle gap${this.scale.collapsed > 1 ? "s" : ""} collapsed` : null,
+    );
     this.spacer.style.height = `${this.rows.length * ROW}px`;
     this.drawAxis();
     this.draw();
