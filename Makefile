@@ -51,7 +51,8 @@ chaos: $(STAMP)
 
 ## The screenshots in the README, docs/ui.md and docs/demo.md, taken by the browser tests.
 screenshots: $(STAMP)
-	KEEPGOING_UI_SCREENSHOTS=1 $(BIN)/pytest tests/ui/test_browser.py tests/ui/test_demo_page.py
+	KEEPGOING_UI_SCREENSHOTS=1 $(BIN)/pytest tests/ui/test_browser.py tests/ui/test_demo_page.py \
+		tests/ui/test_trouble_ui.py tests/ui/test_time_ui.py tests/ui/test_layout_ui.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

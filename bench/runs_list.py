@@ -10,8 +10,11 @@ page query, on SQLite and on PostgreSQL.
 
 Queries: the first page (50 runs); one status; two statuses; a workflow name;
 a time range; page 100 reached by cursor; an id prefix; a text search, and
-one that matches nothing (the worst case: every row is read); and the counts
-by status (unfiltered and by workflow).
+one that matches nothing (the worst case: every row is read); the trouble
+filters (runs that lost a worker, rate-limited runs of one workflow); and the
+counts by status and by trouble (unfiltered and by workflow). Runs carry
+trouble counters as a troubled system has them: 2% lost a worker, 10% were
+retried, half of those after a 429.
 
 Examples::
 
@@ -52,8 +55,10 @@ DAY = 86_400.0
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/postgres"
 _COLUMNS = (
     "run_id, workflow_id, workflow_name, status, input, task_queue, code_version, "
-    "created_at, updated_at, ended_at, error, blocked_reason, next_seq"
+    "created_at, updated_at, ended_at, error, blocked_reason, next_seq, "
+    "worker_losses, retries, rate_limited"
 )
+_WIDTH = 16
 
 
 def _rows(count: int, now: float) -> Iterator[tuple[Any, ...]]:
@@ -66,6 +71,9 @@ def _rows(count: int, now: float) -> Iterator[tuple[Any, ...]]:
         if status == "failed":
             error = json.dumps({"type": "ValueError", "message": f"quota exceeded for key {n}"})
         reason = "the code no longer replays step 3" if status == "blocked" else None
+        losses = rng.randint(1, 2) if rng.random() < 0.02 else 0
+        retries = rng.randint(1, 9) if rng.random() < 0.10 else 0
+        limited = retries if retries and rng.random() < 0.5 else 0
         yield (
             secrets.token_hex(16),
             f"order-{n:07d}",
@@ -80,6 +88,9 @@ def _rows(count: int, now: float) -> Iterator[tuple[Any, ...]]:
             error,
             reason,
             2,
+            losses,
+            retries,
+            limited,
         )
 
 
@@ -104,7 +115,7 @@ def filled(kind: str, count: int, now: float) -> Iterator[str]:
             conn = sqlite3.connect(f"{folder}/runs.db")
             with conn:
                 conn.executemany(
-                    f"INSERT INTO runs ({_COLUMNS}) VALUES ({','.join('?' * 13)})",
+                    f"INSERT INTO runs ({_COLUMNS}) VALUES ({','.join('?' * _WIDTH)})",
                     _rows(count, now),
                 )
             conn.execute("ANALYZE")
@@ -159,6 +170,12 @@ QUERIES: list[tuple[str, str, Callable[[float], dict[str, Any]]]] = [
     ("id prefix", "/api/v1/runs", lambda now: {"id": "order-00123"}),
     ("q= (text)", "/api/v1/runs", lambda now: {"q": "quota exceeded for key 99"}),
     ("q= matching nothing (a full scan)", "/api/v1/runs", lambda now: {"q": "no such text"}),
+    ("trouble=worker_lost", "/api/v1/runs", lambda now: {"trouble": "worker_lost"}),
+    (
+        "trouble=rate_limited & workflow=",
+        "/api/v1/runs",
+        lambda now: {"trouble": "rate_limited", "workflow": "workflow_07"},
+    ),
     ("counts", "/api/v1/run-counts", lambda now: {}),
     ("counts, workflow=", "/api/v1/run-counts", lambda now: {"workflow": "workflow_07"}),
 ]

@@ -30,7 +30,9 @@ def test_runs_filters_cursor_and_counts(kg: Kg) -> None:
     )
     assert sorted(r["workflow_id"] for r in found) == sorted(ids)
     counts = json.loads(kg("runs", "counts", "--id", tag, "--json").stdout)
-    assert counts == {"counts": {"completed": 3}, "total": 3}
+    assert counts["counts"] == {"completed": 3} and counts["total"] == 3
+    assert set(counts["trouble"].values()) == {0}
+    assert kg("runs", "--trouble", "killed").returncode == 1
     table = kg("runs", "counts", "--workflow", "sum_two")
     assert table.returncode == 0 and "completed" in table.stdout
     bad = kg("runs", "--cursor", "not-a-cursor")

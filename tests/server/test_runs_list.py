@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from keepgoing._store.trouble import MARKERS
+
 from ._support import Stack
 from .test_api import _id, result, start
 
@@ -43,7 +45,8 @@ def test_filters_cursor_and_counts(admin: httpx.Client, stack: Stack) -> None:
     assert _pages(admin, q="BROKEN ON PURPOSE")[:1] == [bad]  # the error's message
     assert _pages(admin, q=tag.upper(), workflow="sum_two") == list(reversed(ids))
     counts = admin.get("/api/v1/run-counts", params={"id": tag}).json()
-    assert counts == {"counts": {"completed": 4, "failed": 1}, "total": 5}
+    nothing = dict.fromkeys(MARKERS, 0)
+    assert counts == {"counts": {"completed": 4, "failed": 1}, "total": 5, "trouble": nothing}
     created = admin.get(f"/api/v1/runs/{ids[1]}").json()["created_at"]
     assert _pages(admin, id=tag, until=created) == [ids[0]]
     assert _pages(admin, id=tag, since=created, status="completed") == [ids[3], ids[2], ids[1]]

@@ -99,7 +99,11 @@ def test_kill_the_worker_then_the_retry_completes_elsewhere(context: Any, stack:
     if stack.offers("/api/v1/runs/{workflow_id}/kill-worker"):
         button.wait_for(state="visible")
         shoot(page, "run-live")
+        asked: list[str] = []
+        page.once("dialog", lambda d: (asked.append(d.message), d.accept()))
         button.click()
+        wait_until(lambda: asked, 10, "the kill to ask for confirmation")
+        assert "SIGKILL the worker running step enrich" in asked[0]
     else:  # the server side of the button is not merged yet: kill it as the button would
         assert button.count() == 1  # the control is there for an admin
         os.kill(victim, signal.SIGKILL)
@@ -155,7 +159,6 @@ def test_browse_volume_versions_diff_and_roll_back(context: Any, stack: UiStack)
     expect_text(page, "#vol-diff-summary", "added 1 · removed 0 · changed 1")
     diff = page.locator("pre[data-path='notes.md'] .diff-add")
     assert any("routed to billing" in t for t in diff.all_text_contents())
-    shoot(page, "volume-diff")
     page.on("dialog", lambda d: d.accept())
     page.click("button.rollback[data-version='1']")
     page.wait_for_selector("#versions-body tr[data-version='3']")
@@ -280,7 +283,6 @@ def test_diff_two_runs(context: Any, stack: UiStack) -> None:
     assert "differs" in (page.locator("#diff-input-a").locator("..").get_attribute("class") or "")
     summary = page.text_content("#diff-summary")
     assert "3 of 3 steps differ" in summary and "Inputs differ" in summary
-    shoot(page, "diff")
     page.fill("#diff-b", "no-such-run")
     page.click("#diff-form button[type=submit]")
     expect_text(page, "#diff-out .error", "no run has workflow id 'no-such-run'")

@@ -197,10 +197,19 @@ def test_the_recorded_run_replays_from_the_demo_page(context: Any, demo: LocalSt
     page.click("#replay-recorded")
     page.wait_for_selector("#scrubber:not([hidden])")
     expect_text(page, "#replay-status", r"^Recorded run: support-digest: \d+ events")
-    # The first retried step: the rate-limited customer directory's 429, retried.
+    # The jump goes to the worker loss first, as the demo page promises ...
+    expect_text(page, "#to-retry", "^Jump to the worker loss$")
+    page.click("#to-retry")
+    expect_text(page, "#jump-note", "^Problem 1 of \\d+: worker (lost|killed)")
+    lost = page.locator("#insp-attempts tbody tr[data-kind='worker_lost']")
+    assert lost.count() == 1
+    assert page.locator("#insp-attempts tbody tr[data-kind='completed']").count() == 1
+    # ... and to the customer directory's 429, retried, only as the next stop.
+    expect_text(page, "#to-retry", "^Next problem \\(2 of \\d+\\)$")
     page.click("#to-retry")
     expect_text(page, "#inspector-title", "lookup_customer")
-    assert page.locator("#insp-attempts tbody tr").count() == 2
+    expect_text(page, "#jump-note", "rate-limited \\(429\\), retried")
+    assert page.locator("#insp-attempts tbody tr[data-kind='rate_limited']").count() == 1
     # Play it to the end: the worker loss, the retried step on a new worker, the memory.
     page.select_option("#speed", "60")
     page.fill("#playhead", page.get_attribute("#playhead", "max"))

@@ -76,6 +76,8 @@ class Backend(Protocol):
 
     def count_runs(self, filters: RunFilter) -> dict[str, int]: ...
 
+    def count_trouble(self, filters: RunFilter) -> dict[str, int]: ...
+
     def attempt_logs(
         self,
         workflow_id: str,

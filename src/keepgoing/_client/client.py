@@ -35,6 +35,7 @@ from keepgoing._history.events import Event
 from keepgoing._store.inspect_protocol import RUN_STATUSES, RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry, WorkerRecord
+from keepgoing._store.trouble import MARKERS
 from keepgoing._workflow.workflow import WorkflowDefinition
 from keepgoing.errors import ConfigurationError, InvalidRequestError
 
@@ -275,6 +276,7 @@ class Client:
         cursor: str | None = None,
         needs_patch: str | None = None,
         revision: int | None = None,
+        trouble: str | Sequence[str] | None = None,
     ) -> RunsPage:
         """One page of runs, newest first: of these statuses (one or several), of one
         workflow, created in ``[since, until)`` (UNIX seconds), whose workflow id or
@@ -285,12 +287,15 @@ class Client:
         ``needs_patch``: only runs not ended that have not passed
         ``keepgoing.patched(needs_patch)`` (while any is listed, keep the old
         branch). ``revision``: only runs pinned to this group revision.
+        ``trouble``: only runs carrying every one of these markers (one or several):
+        ``worker_lost``, ``retried``, ``rate_limited``, ``waiting_for_review``,
+        ``blocked``; each run's counts are in its ``trouble``.
 
         Raises:
-            InvalidRequestError: an unknown status, ``since > until``, a bad cursor or
-                ``limit`` outside 1..1000.
+            InvalidRequestError: an unknown status or marker, ``since > until``, a bad
+                cursor or ``limit`` outside 1..1000.
         """
-        filters = _filter(status, workflow, since, until, id, text)
+        filters = _filter(status, workflow, since, until, id, text, trouble)
         if needs_patch is not None and (not isinstance(needs_patch, str) or not needs_patch):
             raise InvalidRequestError("needs_patch must be a change id")
         filters = dataclasses.replace(filters, needs_patch=needs_patch, revision=revision)
@@ -305,9 +310,25 @@ class Client:
         until: float | None = None,
         id: str | None = None,
         text: str | None = None,
+        trouble: str | Sequence[str] | None = None,
     ) -> dict[str, int]:
         """How many runs matching the filters of :meth:`page_runs` are in each status."""
-        return self._backend.count_runs(_filter(status, workflow, since, until, id, text))
+        return self._backend.count_runs(_filter(status, workflow, since, until, id, text, trouble))
+
+    def count_trouble(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        workflow: str | WorkflowDefinition[..., Any] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        id: str | None = None,
+        text: str | None = None,
+    ) -> dict[str, int]:
+        """How many runs matching the filters of :meth:`page_runs` carry each trouble
+        marker: ``worker_lost``, ``retried``, ``rate_limited``, ``waiting_for_review``
+        and ``blocked`` (each present, zero included)."""
+        return self._backend.count_trouble(_filter(status, workflow, since, until, id, text))
 
     def attempt_logs(
         self,
@@ -472,9 +493,13 @@ class Client:
         """Audit entries (message sends, event publishes, cancels, ...), newest first."""
         return self._backend.list_audit(AuditQuery(limit, offset, action, workflow_id))
 
-    def list_workers(self) -> list[WorkerRecord]:
-        """The workers registered with the store (a worker deregisters when it stops)."""
-        return self._backend.list_workers()
+    def list_workers(self, *, include_lost: bool = False) -> list[WorkerRecord]:
+        """The live workers registered with the store, oldest first (a worker
+        deregisters when it stops). With ``include_lost``, also those the store marked
+        lost in the last day (killed, crashed, or past their heartbeat deadline):
+        their ``lost_at`` and ``lost_reason`` say when and why."""
+        workers = self._backend.list_workers()
+        return [w for w in workers if include_lost or w.lost_at is None]
 
     def list_queues(self) -> list[dict[str, Any]]:
         """Every queue with work or a worker: ``queue``, ``depth`` (runnable runs plus
@@ -490,7 +515,16 @@ def _filter(
     until: float | None,
     id: str | None,
     text: str | None,
+    trouble: str | Sequence[str] | None = None,
 ) -> RunFilter:
+    markers: list[str] = []
+    for value in [trouble] if isinstance(trouble, str) else list(trouble or ()):
+        markers += [part.strip() for part in value.split(",") if part.strip()]
+    unknown = [m for m in markers if m not in MARKERS]
+    if unknown:
+        raise InvalidRequestError(
+            f"unknown trouble marker {unknown[0]!r}; use one of {', '.join(MARKERS)}"
+        )
     statuses: list[str] = []
     for value in [status] if isinstance(status, str) else list(status or ()):
         statuses += [part.strip() for part in value.split(",") if part.strip()]
@@ -502,4 +536,12 @@ def _filter(
     if since is not None and until is not None and since > until:
         raise InvalidRequestError(f"since ({since:g}) is after until ({until:g})")
     name = workflow.name if isinstance(workflow, WorkflowDefinition) else workflow
-    return RunFilter(tuple(dict.fromkeys(statuses)), name, since, until, id or None, text or None)
+    return RunFilter(
+        tuple(dict.fromkeys(statuses)),
+        name,
+        since,
+        until,
+        id or None,
+        text or None,
+        trouble=tuple(dict.fromkeys(markers)),
+    )

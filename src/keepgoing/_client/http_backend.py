@@ -51,6 +51,7 @@ from keepgoing._payload import check_json
 from keepgoing._store.inspect_protocol import RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry, WorkerRecord
+from keepgoing._store.trouble import Trouble
 from keepgoing._workflow.workflow import WorkflowDefinition
 
 __all__ = ["HttpBackend"]
@@ -369,6 +370,12 @@ class HttpBackend:
         )
         return dict(found["counts"])
 
+    def count_trouble(self, filters: RunFilter) -> dict[str, int]:
+        found = self.call(
+            "GET", f"{API}/run-counts", idempotent=True, params=_filter_params(filters)
+        )
+        return dict(found.get("trouble") or {})
+
     def attempt_logs(
         self,
         workflow_id: str,
@@ -417,7 +424,8 @@ class HttpBackend:
     # -- workers, queues, tokens --------------------------------------------------------
     def list_workers(self) -> list[WorkerRecord]:
         found = self.call("GET", f"{API}/workers", idempotent=True)
-        return [WorkerRecord(**w) for w in found["workers"]]
+        # A server from before lost workers were kept apart sends no "lost" list.
+        return [WorkerRecord(**w) for w in [*found["workers"], *found.get("lost", ())]]
 
     def list_queues(self) -> list[dict[str, Any]]:
         found = self.call("GET", f"{API}/queues", idempotent=True)
@@ -452,6 +460,7 @@ def _filter_params(f: RunFilter) -> dict[str, Any]:
         "q": f.text,
         "needs_patch": f.needs_patch,
         "revision": f.revision,
+        "trouble": ",".join(f.trouble) or None,
     }
 
 
@@ -482,7 +491,16 @@ def _run(body: Mapping[str, Any]) -> WorkflowRun:
         code_versions=tuple(body.get("code_versions", ())),
         waiting_for=body.get("waiting_for"),
         group_revision=body.get("group_revision"),
+        trouble=_trouble(body.get("trouble")),
     )
+
+
+def _trouble(body: Any) -> Trouble:
+    """The counters of a run view (a server from before them sends none)."""
+    if not isinstance(body, dict):
+        return Trouble()
+    names = {f.name for f in dataclasses.fields(Trouble)}
+    return Trouble(**{k: int(v) for k, v in body.items() if k in names})
 
 
 def _operation(body: dict[str, Any]) -> Operation:

@@ -12,10 +12,12 @@ __all__ = ["queue_summary"]
 
 async def queue_summary(store: Store, now: float) -> list[dict[str, Any]]:
     """Every queue that has work or a worker, by name: its depth, what is in it,
-    and how many registered workers serve it."""
+    and how many live workers serve it (a worker marked lost is not counted)."""
     depths = {q.queue: q for q in await store.queue_depths(now)}
     served: dict[str, int] = {}
     for worker in await store.list_workers():
+        if worker.lost_at is not None:
+            continue
         for queue in worker.queues:
             served[queue] = served.get(queue, 0) + 1
     rows = []

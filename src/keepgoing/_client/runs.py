@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from keepgoing._history.events import ErrorInfo
 from keepgoing._store.records import RunRecord, WorkerRecord
+from keepgoing._store.trouble import Marker, Trouble, markers, run_state
 from keepgoing.errors import WorkflowBlockedError, WorkflowCancelledError, WorkflowFailedError
 
 __all__ = [
@@ -41,6 +42,12 @@ class WorkflowRun:
     running run waits for that is not there, such as "waiting for a worker
     that serves score_batch"; None otherwise. ``group_revision`` is the revision of
     the deployed worker group of its queue when it started (None: no group).
+
+    ``trouble`` counts what went wrong so far: attempts lost with their worker,
+    attempts retried, attempts refused for a rate limit, and the steps waiting
+    for a review decision now. ``state`` is ``waiting_for_review`` for a running
+    run that waits for a reviewer, else ``status``; ``markers`` says the trouble
+    in words ("worker lost x2"), as the UI and ``keepgoing runs`` show it.
     """
 
     workflow_name: str
@@ -59,6 +66,15 @@ class WorkflowRun:
     code_versions: tuple[str, ...] = ()
     waiting_for: str | None = None
     group_revision: int | None = None
+    trouble: Trouble = field(default_factory=Trouble)
+
+    @property
+    def state(self) -> str:
+        return run_state(self.status, self.trouble)
+
+    @property
+    def markers(self) -> list[Marker]:
+        return markers(self.status, self.trouble)
 
     @classmethod
     def from_record(cls, run: RunRecord, served: set[tuple[str, str]] | None = None) -> WorkflowRun:
@@ -80,6 +96,7 @@ class WorkflowRun:
             code_versions=run.code_versions,
             waiting_for=waiting_for(run, served) if served is not None else None,
             group_revision=run.group_revision,
+            trouble=run.trouble,
         )
 
     @property
@@ -100,7 +117,7 @@ def served_workflows(workers: Iterable[WorkerRecord], now: float) -> set[tuple[s
     """The (workflow name, queue) pairs that the live registered workers serve."""
     pairs: set[tuple[str, str]] = set()
     for worker in workers:
-        if worker.heartbeat_at < now - LIVE_WORKER_SECONDS:
+        if worker.lost_at is not None or worker.heartbeat_at < now - LIVE_WORKER_SECONDS:
             continue
         names = worker.info.get("workflows", [])
         pairs.update((str(name), queue) for name in names for queue in worker.queues)

@@ -431,6 +431,9 @@ class StoreBackend:
     def count_runs(self, filters: RunFilter) -> dict[str, int]:
         return self._portal.call(self._store.count_runs_by_status(filters))
 
+    def count_trouble(self, filters: RunFilter) -> dict[str, int]:
+        return self._portal.call(self._store.count_trouble(filters))
+
     def attempt_logs(
         self,
         workflow_id: str,

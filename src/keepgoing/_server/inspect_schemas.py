@@ -25,6 +25,11 @@ class RunCounts(_Response):
         "none are left out)."
     )
     total: int
+    trouble: dict[str, int] = Field(
+        default_factory=dict,
+        description="How many runs matching the filters carry each trouble marker "
+        "(worker_lost, retried, rate_limited, waiting_for_review, blocked).",
+    )
 
 
 class AttemptLogView(_Response):

@@ -36,7 +36,7 @@ async def render(ctx: ServerContext) -> str:
     store = ctx.store
     counts = await store.run_counts()
     depths = await store.queue_depths(ctx.clock.now())
-    workers = await store.list_workers()
+    workers = [w for w in await store.list_workers() if w.lost_at is None]
     steps = await store.step_metrics()
     lines: list[str] = []
     lines += _family(
@@ -62,7 +62,10 @@ async def render(ctx: ServerContext) -> str:
         ),
     )
     lines += _family(
-        "keepgoing_workers", "gauge", "Registered workers.", [f"keepgoing_workers {len(workers)}"]
+        "keepgoing_workers",
+        "gauge",
+        "Live registered workers.",
+        [f"keepgoing_workers {len(workers)}"],
     )
     lines += _family(
         "keepgoing_worker_hung_threads",

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from keepgoing._client.runs import waiting_for
 from keepgoing._store.auth_protocol import PERMISSIONS, TokenRecord
 from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord
+from keepgoing._store.trouble import markers, run_state
 from keepgoing._store.volume_records import FileInfo, VersionInfo
 from keepgoing._volumes.paths import NAME_PATTERN
 
@@ -87,6 +88,26 @@ class ErrorView(_Response):
     traceback: str | None = None
 
 
+class TroubleView(_Response):
+    worker_losses: int = Field(default=0, description="Attempts lost with their worker.")
+    retries: int = Field(
+        default=0, description="Attempts that raised or timed out and were retried."
+    )
+    rate_limited: int = Field(
+        default=0,
+        description="Attempts refused for a rate limit (an HTTP 429, a RateLimit error).",
+    )
+    reviews_waiting: int = Field(default=0, description="Steps waiting for a review decision now.")
+
+
+class MarkerView(_Response):
+    kind: str = Field(
+        description="worker_lost, retried, rate_limited, waiting_for_review or blocked."
+    )
+    count: int
+    text: str = Field(description='The marker in words, such as "worker lost \u00d72".')
+
+
 # -- runs -------------------------------------------------------------------------------------
 class StartBody(_Request):
     workflow: str = Field(min_length=1, max_length=200, description="The workflow's name.")
@@ -158,6 +179,19 @@ class RunView(_Response):
         default=None,
         description="The revision of the worker group serving its queue when it started.",
     )
+    state: str = Field(
+        default="",
+        description="`waiting_for_review` for a running run that waits for a reviewer's "
+        "decision, else its status.",
+    )
+    trouble: TroubleView = Field(
+        default_factory=TroubleView,
+        description="What went wrong so far, counted by the store as it was recorded.",
+    )
+    markers: list[MarkerView] = Field(
+        default_factory=list,
+        description="Its trouble in words, in the order the runs list shows it.",
+    )
 
     @classmethod
     def of(cls, run: RunRecord, served: set[tuple[str, str]] | None = None) -> RunView:
@@ -186,6 +220,12 @@ class RunView(_Response):
             code_versions=list(run.code_versions),
             waiting_for=waiting_for(run, served) if served is not None else None,
             group_revision=run.group_revision,
+            state=run_state(run.status, run.trouble),
+            trouble=TroubleView(**run.trouble.as_dict()),
+            markers=[
+                MarkerView(kind=m.kind, count=m.count, text=m.text)
+                for m in markers(run.status, run.trouble)
+            ],
         )
 
 
@@ -275,6 +315,14 @@ class WorkerView(_Response):
     started_at: float
     heartbeat_at: float
     info: dict[str, Any]
+    lost_at: float | None = Field(
+        default=None, description="When the store marked it lost (None: it is live)."
+    )
+    lost_reason: str | None = Field(
+        default=None,
+        description='Why it is lost, such as "worker killed from the UI by alice: its '
+        'process ended" or "no heartbeat for 12 s (its deadline is 10 s)".',
+    )
 
     @classmethod
     def of(cls, w: WorkerRecord) -> WorkerView:
@@ -286,11 +334,18 @@ class WorkerView(_Response):
             started_at=w.started_at,
             heartbeat_at=w.heartbeat_at,
             info=dict(w.info),
+            lost_at=w.lost_at,
+            lost_reason=w.lost_reason,
         )
 
 
 class WorkerList(_Response):
-    workers: list[WorkerView]
+    workers: list[WorkerView] = Field(description="The live workers, oldest first.")
+    lost: list[WorkerView] = Field(
+        default_factory=list,
+        description="Workers the store marked lost in the last day (their process ended, or "
+        "their heartbeat stopped), most recently lost first.",
+    )
 
 
 class QueueView(_Response):

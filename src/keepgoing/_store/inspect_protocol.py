@@ -6,7 +6,8 @@ What a UI or an operator reads about many runs and about one run's steps:
   :class:`RunFilter`, with a keyset cursor (no ``OFFSET``: page 2,000 costs
   what page 1 does);
 * :meth:`InspectStore.count_runs_by_status` — how many runs in each status
-  match a filter;
+  match a filter; :meth:`InspectStore.count_trouble` — how many carry each
+  trouble marker;
 * :meth:`InspectStore.runs_changed` — runs updated since an instant (the live
   stream of runs);
 * :meth:`InspectStore.run_tasks` — the task rows of a run (who runs a step now);
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from keepgoing._store.records import AttemptLog, RunRecord
+from keepgoing._store.trouble import MARKERS
 from keepgoing.errors import InvalidRequestError
 
 __all__ = [
@@ -58,7 +60,10 @@ class RunFilter:
     * ``needs_patch`` — runs not ended (running or blocked) that have not passed
       ``keepgoing.patched(needs_patch)`` on code with the change: they may still
       take its old branch, so the old branch cannot be removed yet;
-    * ``revision`` — runs pinned to this group revision.
+    * ``revision`` — runs pinned to this group revision;
+    * ``trouble`` — runs carrying every one of these markers
+      (``_store/trouble.py``: ``worker_lost``, ``retried``, ``rate_limited``,
+      ``waiting_for_review``, ``blocked``), each served by a partial index.
     """
 
     statuses: tuple[str, ...] = ()
@@ -69,6 +74,7 @@ class RunFilter:
     text: str | None = None
     needs_patch: str | None = None
     revision: int | None = None
+    trouble: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,12 @@ class InspectStore(abc.ABC):
         """How many runs matching ``filter`` are in each status (statuses with none left out)."""
 
     @abc.abstractmethod
+    async def count_trouble(self, filter: RunFilter) -> dict[str, int]:
+        """How many runs matching ``filter`` carry each trouble marker (every marker of
+        ``trouble.MARKERS``, zero included). Each count reads the marker's partial
+        index, never a history."""
+
+    @abc.abstractmethod
     async def runs_changed(self, since: float, *, limit: int = 200) -> list[RunRecord]:
         """Runs whose ``updated_at >= since``, least recently updated first, at most ``limit``."""
 
@@ -182,15 +194,26 @@ class InspectStore(abc.ABC):
         by ``cmd`` then ``attempt``."""
 
     @staticmethod
+    def check_trouble(markers: Sequence[str]) -> tuple[str, ...]:
+        """``markers`` if each is a trouble marker.
+
+        Raises:
+            ValueError: one is not (the message names it and the valid ones).
+        """
+        return _known(markers, MARKERS, "a trouble marker")
+
+    @staticmethod
     def check_statuses(statuses: Sequence[str]) -> tuple[str, ...]:
         """``statuses`` if each is a run status.
 
         Raises:
             ValueError: one is not (the message names it and the valid ones).
         """
-        for status in statuses:
-            if status not in RUN_STATUSES:
-                raise ValueError(
-                    f"{status!r} is not a run status; use one of {', '.join(RUN_STATUSES)}"
-                )
-        return tuple(dict.fromkeys(statuses))
+        return _known(statuses, RUN_STATUSES, "a run status")
+
+
+def _known(values: Sequence[str], known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    for value in values:
+        if value not in known:
+            raise ValueError(f"{value!r} is not {what}; use one of {', '.join(known)}")
+    return tuple(dict.fromkeys(values))

@@ -452,7 +452,16 @@ class Store(
 
     @abc.abstractmethod
     async def list_workers(self) -> list[WorkerRecord]:
-        """Every registered worker, oldest first."""
+        """Every registered worker, oldest first: the live ones and those marked lost
+        (``lost_at`` set) in the last ``lost_workers.KEEP_LOST`` seconds."""
+
+    @abc.abstractmethod
+    async def mark_lost_workers(self, *, now: float) -> int:
+        """Mark lost every registered worker the rule of ``_store/lost_workers.py``
+        says is (its liveness token free, or no heartbeat past its deadline), with
+        ``now`` and the reason in words; forget those lost long ago. Returns how many
+        it marked. Safe for any number of concurrent callers: a worker that
+        heartbeats meanwhile is not marked, and none is marked twice."""
 
     @abc.abstractmethod
     async def record_workflows(

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from keepgoing._history.events import ErrorInfo, Event
 from keepgoing._store.stops import CAUSES
+from keepgoing._store.trouble import Trouble
 from keepgoing._store.volume_records import StagedCommit
 
 __all__ = [
@@ -67,6 +68,8 @@ class RunRecord:
     retry_blocked_at: float | None = None
     #: The revision of the worker group serving its queue when it started (None: no group).
     group_revision: int | None = None
+    #: Its trouble counters (worker losses, retries, ...), kept by the commits that record them.
+    trouble: Trouble = field(default_factory=Trouble)
 
 
 @dataclass(frozen=True)
@@ -322,6 +325,9 @@ class WorkerRecord:
     heartbeat_at: float
     info: dict[str, Any] = field(default_factory=dict)
     liveness: str | None = None  # the worker's liveness token, checked by the lease reaper
+    #: Set once the store marked it lost (``_store/lost_workers.py``): when, and why in words.
+    lost_at: float | None = None
+    lost_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ __all__ = [
     "describe",
     "loss_stamp",
     "release_stamp",
+    "stamp_of",
 ]
 
 KILLED_BY_REQUEST = "killed_by_request"  # the kill API, the UI's button, `workers kill`
@@ -111,7 +112,8 @@ def blames_task(cause: str | None) -> bool:
     return cause is None or cause not in CAUSES or cause in BLAMES_TASK
 
 
-def _stamp(stop: StopRow) -> Stamp:
+def stamp_of(stop: StopRow) -> Stamp:
+    """What an attempt lost to ``stop`` records: its cause, who asked, from where."""
     actor = None
     if stop.actor_id:
         actor = stop.actor_id if stop.actor_kind == "user" else f"{stop.actor_kind} {stop.actor_id}"
@@ -135,7 +137,7 @@ def loss_stamp(
             continue
         if owner_alive is None and lease_expires_at < stop.recorded_at:
             break  # the lease had already lapsed: lost before anyone stopped the worker
-        return _stamp(stop)
+        return stamp_of(stop)
     return Stamp(UNEXPLAINED)
 
 
@@ -144,7 +146,7 @@ def release_stamp(stops: Sequence[StopRow]) -> Stamp | None:
     its own, say on Ctrl-C or a SIGTERM from outside keepgoing). A drain timeout
     is the SIGKILL that ends a drain; an attempt handed back beat it."""
     asked = [stop for stop in stops if stop.cause != DRAIN_TIMEOUT]
-    return _stamp(asked[-1]) if asked else None
+    return stamp_of(asked[-1]) if asked else None
 
 
 _TEXT = {

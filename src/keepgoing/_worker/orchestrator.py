@@ -1,4 +1,4 @@
-"""The orchestrator services: firing due timers and reaping expired leases.
+"""The orchestrator services: firing due timers, reaping expired leases, marking lost workers.
 
 A server runs them in a loop (:meth:`Orchestrator.run`); a worker runs one
 pass (:meth:`Orchestrator.tick`) between its claims when they are due. They
@@ -10,6 +10,10 @@ many servers and workers race), so several servers on one store need no
 leader election. Event matching needs no loop here: the store matches an
 event inside the transaction that publishes it, or inside the commit that
 starts a wait for it.
+
+Once a second a pass also marks lost the registered workers whose process ended
+or whose heartbeat stopped (``_store/lost_workers.py``); that sweep is one read
+when nobody is lost.
 
 Each pass fires and reaps up to ``batch`` rows; a full batch means more are
 due, so the next pass starts at once. Otherwise the loop sleeps until the
@@ -38,6 +42,7 @@ class OrchestratorStats:
     passes: int = 0
     timers_fired: int = 0
     leases_reaped: int = 0
+    workers_lost: int = 0
     errors: int = 0
 
 
@@ -49,6 +54,7 @@ class Orchestrator:
         clock: injected time.
         interval: the longest sleep between passes, in seconds.
         batch: timers (and, separately, leases) handled per pass.
+        liveness_interval: the least time between two sweeps for lost workers.
     """
 
     def __init__(
@@ -58,6 +64,7 @@ class Orchestrator:
         clock: Clock = system_clock,
         interval: float = 0.25,
         batch: int = 100,
+        liveness_interval: float = 1.0,
     ) -> None:
         if interval <= 0 or batch < 1:
             raise ValueError("interval must be positive and batch at least 1")
@@ -65,7 +72,9 @@ class Orchestrator:
         self.clock = clock
         self.interval = interval
         self.batch = batch
+        self.liveness_interval = liveness_interval
         self.stats = OrchestratorStats()
+        self._next_liveness = float("-inf")
         self._stopping = asyncio.Event()
 
     def request_stop(self) -> None:
@@ -81,6 +90,14 @@ class Orchestrator:
         self.stats.leases_reaped += reaped
         if reaped:
             log.warning("recovered %d task attempt(s) whose worker stopped renewing", reaped)
+        if self.clock.monotonic() >= self._next_liveness:
+            self._next_liveness = self.clock.monotonic() + self.liveness_interval
+            lost = await self.store.mark_lost_workers(now=now)
+            self.stats.workers_lost += lost
+            if lost:
+                log.warning(
+                    "marked %d worker(s) lost: their process ended or stopped beating", lost
+                )
         return fired >= self.batch or reaped >= self.batch
 
     async def run(self) -> None:

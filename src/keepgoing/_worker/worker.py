@@ -552,6 +552,7 @@ class Worker:
                 "workflows": sorted(self.registry.workflows),
                 "tasks": sorted(self.registry.tasks),
                 "hung_threads": self.hung_threads,
+                "heartbeat_interval": self.settings.heartbeat_interval,
                 **({"process": process.identity()} if self.killable else {}),
             },
         )

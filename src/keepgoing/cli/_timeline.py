@@ -30,6 +30,7 @@ _STYLE = {
     "scheduled": "dim",
     "blocked": "red",
     "continued": "blue",
+    "waiting_for_review": "magenta",
 }
 
 

@@ -6,7 +6,7 @@ import contextlib
 import datetime as dt
 import time
 import warnings
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.live import Live
@@ -34,6 +34,7 @@ from keepgoing.cli._common import (
     fail,
     open_client,
     parse_json,
+    plain,
 )
 from keepgoing.errors import UnknownWorkflowWarning
 
@@ -135,6 +136,17 @@ def _report(ended: WorkflowRun, as_json: bool) -> None:
         raise typer.Exit(1)
 
 
+def trouble_text(run: WorkflowRun) -> str:
+    """The run's markers that its status does not already say."""
+    return ", ".join(m.text for m in run.markers if m.kind not in (run.state, run.status))
+
+
+def run_json(run: WorkflowRun) -> dict[str, Any]:
+    """A run for ``--json``: its fields, its state and its markers."""
+    markers = [{"kind": m.kind, "count": m.count, "text": m.text} for m in run.markers]
+    return {**plain(run), "state": run.state, "markers": markers}
+
+
 def _when(at: float | None) -> str:
     if at is None:
         return ""
@@ -180,6 +192,13 @@ def list_runs(
     revision: Annotated[
         int | None, typer.Option(min=1, help="Only runs pinned to this group revision.")
     ] = None,
+    trouble: Annotated[
+        str | None,
+        typer.Option(
+            help="Only runs with each of these markers (comma-separated): worker_lost, "
+            "retried, rate_limited, waiting_for_review, blocked."
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Page size.")] = 50,
     cursor: Annotated[
         str | None, typer.Option(help="Where to go on: the cursor a previous page printed.")
@@ -193,9 +212,15 @@ def list_runs(
     """List runs, newest first, as a table, with the cursor of the next page (or:
     keepgoing runs counts, keepgoing runs unblock ID, keepgoing runs migrate ID).
 
+    The trouble column counts what went wrong in each run ("worker lost" and how
+    many times, "retried", "rate-limited"); a running run that waits for a reviewer's
+    decision shows "waiting for review" as its status.
+
     Example:
 
         keepgoing runs --status failed,blocked --since 1h -q "quota"
+
+        keepgoing runs --trouble worker_lost --since 1d
 
         keepgoing runs --needs-patch send-receipt
     """
@@ -207,7 +232,15 @@ def list_runs(
     next_cursor = None
     with cli_errors(), open_client(url, token, store) as client:
         if offset:
-            if cursor or id or search or (status and "," in status) or until or needs_patch:
+            if (
+                cursor
+                or id
+                or search
+                or (status and "," in status)
+                or until
+                or needs_patch
+                or trouble
+            ):
                 raise typer.BadParameter("--offset pages only by --workflow, --status, --since")
             runs = client.list_runs(
                 workflow=workflow, status=status, limit=limit, offset=offset, created_after=after
@@ -224,20 +257,22 @@ def list_runs(
                 cursor=cursor,
                 needs_patch=needs_patch,
                 revision=revision,
+                trouble=trouble,
             )
             runs, next_cursor = page.runs, page.next_cursor
     if as_json:
-        emit_json(runs)  # a list, as before; the next page's cursor goes to stderr
+        emit_json([run_json(r) for r in runs])  # a list; the next cursor goes to stderr
         if next_cursor:
             typer.echo(f"next cursor: {next_cursor}", err=True)
         return
     table = Table(title=f"{len(runs)} run(s)")
-    for column in ("workflow id", "workflow", "status", "run", "rev", "created (UTC)", "took"):
+    columns = ("workflow id", "workflow", "status", "trouble", "run", "rev", "created (UTC)")
+    for column in (*columns, "took"):
         table.add_column(column, overflow="fold")
     for r in runs:
         took = f"{r.ended_at - r.created_at:.2f}s" if r.ended_at is not None else ""
-        style = _timeline._STYLE.get(r.status, "")
-        shown = Text(r.status, style=style)
+        style = _timeline._STYLE.get(r.state, "")
+        shown = Text(r.state.replace("_", " "), style=style)
         if r.waiting_for:
             shown.append(f" ({r.waiting_for})", style="yellow")
         add_row(
@@ -245,6 +280,7 @@ def list_runs(
             r.workflow_id,
             r.workflow_name,
             shown,
+            Text(trouble_text(r), style="red"),
             r.run_id,
             "" if r.group_revision is None else str(r.group_revision),
             _when(r.created_at),
@@ -272,7 +308,8 @@ def counts(
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """How many runs are in each status (with the filters of keepgoing runs).
+    """How many runs are in each status, and how many carry each trouble marker
+    (with the filters of keepgoing runs).
 
     Example:
 
@@ -281,8 +318,9 @@ def counts(
     after = system_clock.now() - parse_duration(since, what="--since") if since else None
     with cli_errors(), open_client(url, token, store) as client:
         found = client.count_runs(workflow=workflow, since=after, id=id, text=search)
+        marked = client.count_trouble(workflow=workflow, since=after, id=id, text=search)
     if as_json:
-        emit_json({"counts": found, "total": sum(found.values())})
+        emit_json({"counts": found, "total": sum(found.values()), "trouble": marked})
         return
     table = Table(title=f"{sum(found.values())} run(s)")
     table.add_column("status")
@@ -290,6 +328,13 @@ def counts(
     for name, n in found.items():
         add_row(table, Text(name, style=_timeline._STYLE.get(name, "")), f"{n:,}")
     console.print(table)
+    if any(marked.values()):
+        trouble = Table(title="runs with trouble")
+        trouble.add_column("marker")
+        trouble.add_column("runs", justify="right")
+        for name, n in marked.items():
+            add_row(trouble, Text(name.replace("_", " "), style="red" if n else ""), f"{n:,}")
+        console.print(trouble)
 
 
 @app.command()

@@ -19,6 +19,7 @@ from keepgoing.cli._common import (
     emit_json,
     open_client,
 )
+from keepgoing.cli.runs import run_json
 
 
 @app.command()
@@ -56,9 +57,15 @@ def show(
     patches = sorted({e.change_id for e in history if isinstance(e, ev.PatchMarked)})
     if as_json:
         extra = {"logs": attempt_logs} if logs else {}
-        emit_json({"run": run, "timeline": timeline, "patches": patches, **extra})
+        body = {"run": run_json(run), "timeline": timeline, "patches": patches, **extra}
+        emit_json(body)
         return
     console.print(_timeline.render(timeline))
+    if run.markers:
+        console.print(
+            f"{run.state.replace('_', ' ')}; trouble: {', '.join(m.text for m in run.markers)}",
+            markup=False,
+        )
     if run.group_revision is not None or patches:
         revision = "—" if run.group_revision is None else str(run.group_revision)
         console.print(

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from keepgoing._clock import system_clock
+from keepgoing._store.records import WorkerRecord
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (
     JsonOption,
@@ -33,11 +34,17 @@ def list_workers(
     token: TokenOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
+    lost: Annotated[
+        bool, typer.Option("--lost", help="With --json: the lost workers too.")
+    ] = False,
 ) -> None:
-    """List the registered workers, oldest first (or: keepgoing workers kill ID).
+    """List the live workers, oldest first, then those lost in the last day, with
+    when and why (or: keepgoing workers kill ID).
 
     "hung" counts threads still running a sync task body that timed out; past
-    --max-hung-threads the worker restarts itself in a fresh process.
+    --max-hung-threads the worker restarts itself in a fresh process. A worker
+    is lost once its process ended or its heartbeat stopped past its deadline;
+    it serves nothing and counts in no queue.
 
     Example:
 
@@ -46,9 +53,11 @@ def list_workers(
     if ctx.invoked_subcommand is not None:
         return
     with cli_errors(), open_client(url, token, store) as client:
-        workers = client.list_workers()
+        everyone = client.list_workers(include_lost=True)
+    workers = [w for w in everyone if w.lost_at is None]
+    gone = sorted((w for w in everyone if w.lost_at is not None), key=lambda w: -(w.lost_at or 0))
     if as_json:
-        emit_json(workers)
+        emit_json([*workers, *gone] if lost else workers)
         return
     now = system_clock.now()
     table = Table(title=f"{len(workers)} worker(s)")
@@ -67,6 +76,25 @@ def list_workers(
             f"{max(0.0, now - w.heartbeat_at):.1f}s ago",
         )
     console.print(table)
+    if gone:
+        console.print(_lost_table(gone, now))
+
+
+def _lost_table(gone: list[WorkerRecord], now: float) -> Table:
+    table = Table(title=f"{len(gone)} lost worker(s), last day")
+    for column in ("worker", "host", "pid", "queues", "lost", "why"):
+        table.add_column(column, overflow="fold")
+    for w in gone:
+        add_row(
+            table,
+            w.worker_id,
+            w.host,
+            str(w.pid),
+            ", ".join(w.queues),
+            f"{max(0.0, now - (w.lost_at or now)):.0f}s ago",
+            Text(w.lost_reason or "", style="red"),
+        )
+    return table
 
 
 @workers_app.command("kill")

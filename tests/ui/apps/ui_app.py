@@ -92,3 +92,37 @@ def push_record(customer: str, fields: dict) -> dict:
 async def crm_update(customer: str, fields: dict) -> dict:
     written = await push_record(customer, fields)
     return {"customer": customer, "crm": written}
+
+
+class RateLimitedError(Exception):
+    """The customer directory answered 429 Too Many Requests."""
+
+
+@keepgoing.task(retries=3, retry_delay="50ms")
+def lookup(ticket: str) -> dict:
+    """Refused with a 429 on its first two attempts, like a rate-limited directory."""
+    if _attempt() <= 2:
+        raise RateLimitedError("429 Too Many Requests from the customer directory; retry in 1s")
+    return {"ticket": ticket, "customer": "C-42", "topic": "billing"}
+
+
+@keepgoing.workflow
+async def troubled(ticket: str, hold: bool = True) -> dict:
+    """Two 429 retries, then a step a test can kill its worker in."""
+    context = await lookup(ticket)
+    enriched = await enrich(ticket, context, hold)
+    return {"ticket": ticket, "plan": enriched["plan"]}
+
+
+@keepgoing.task
+def note(book: str, day: int) -> int:
+    Volume(f"journal-{book}").put_file(f"day-{day % 3}.md", f"day {day}\n")
+    return day
+
+
+@keepgoing.workflow
+async def journal(book: str, days: int) -> int:
+    """A volume with many versions: one per step, each writing one of three files."""
+    for day in range(days):
+        await note(book, day)
+    return days

@@ -36,9 +36,13 @@ router = APIRouter(prefix=PREFIX, tags=["runs"], dependencies=STRICT)
 async def counts(
     request: Request, _: ReadsRuns, filters: Annotated[RunFilter, Depends(run_filter)]
 ) -> RunCounts:
-    """How many runs in each status match the filters (the same filters as the list)."""
-    found = await context(request).store.count_runs_by_status(filters)
-    return RunCounts(counts=found, total=sum(found.values()))
+    """How many runs in each status match the filters (the same filters as the list),
+    and how many carry each trouble marker. The navigation's count of runs waiting
+    for review is `trouble.waiting_for_review`."""
+    store = context(request).store
+    found = await store.count_runs_by_status(filters)
+    trouble = await store.count_trouble(filters)
+    return RunCounts(counts=found, total=sum(found.values()), trouble=trouble)
 
 
 @router.get(

@@ -8,6 +8,7 @@ from fastapi import Query
 
 from keepgoing._server.errors import ApiError
 from keepgoing._store.inspect_protocol import RUN_STATUSES, RunFilter
+from keepgoing._store.trouble import MARKERS
 
 __all__ = ["run_filter"]
 
@@ -52,23 +53,23 @@ def run_filter(
     revision: Annotated[
         int | None, Query(ge=1, le=2**31, description="Runs pinned to this group revision.")
     ] = None,
+    trouble: Annotated[
+        list[str] | None,
+        Query(
+            max_length=len(MARKERS) * 2,
+            description="Runs carrying every one of these trouble markers, repeated or "
+            "comma-separated: " + ", ".join(MARKERS),
+        ),
+    ] = None,
 ) -> RunFilter:
     """The :class:`RunFilter` the query asks for.
 
     Raises:
-        ApiError: an unknown status, or a time range that ends before it starts (400).
+        ApiError: an unknown status or marker, or a time range that ends before it
+            starts (400).
     """
-    statuses: list[str] = []
-    for value in status or ():
-        statuses += [part.strip() for part in value.split(",") if part.strip()]
-    bad = [s for s in statuses if s not in RUN_STATUSES]
-    if bad:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"unknown status {bad[0]!r}; a run's status is one of {', '.join(RUN_STATUSES)}",
-            {"errors": [{"loc": ["query", "status"], "msg": "unknown status"}]},
-        )
+    statuses = _listed(status, RUN_STATUSES, "status", "a run's status")
+    markers = _listed(trouble, MARKERS, "trouble", "a trouble marker")
     # The old names say the same as the new ones: both given, the narrower range holds.
     lows = [v for v in (since, created_after) if v is not None]
     highs = [v for v in (until, created_before) if v is not None]
@@ -89,4 +90,21 @@ def run_filter(
         text=q,
         needs_patch=needs_patch,
         revision=revision,
+        trouble=tuple(dict.fromkeys(markers)),
     )
+
+
+def _listed(values: list[str] | None, known: tuple[str, ...], name: str, what: str) -> list[str]:
+    """The values of a repeated or comma-separated parameter, each one of ``known``."""
+    found: list[str] = []
+    for value in values or ():
+        found += [part.strip() for part in value.split(",") if part.strip()]
+    bad = [v for v in found if v not in known]
+    if bad:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"unknown {name} {bad[0]!r}; {what} is one of {', '.join(known)}",
+            {"errors": [{"loc": ["query", name], "msg": f"unknown {name}"}]},
+        )
+    return found

@@ -17,9 +17,13 @@ router = APIRouter(prefix=PREFIX, tags=["workers"], dependencies=STRICT)
 
 @router.get("/workers", response_model=WorkerList, responses=documented(), summary="List workers")
 async def list_workers(request: Request, _: ReadsRuns) -> WorkerList:
-    """The registered workers (a worker deregisters when it stops), oldest first."""
+    """The live workers, oldest first (a worker deregisters when it stops), and apart
+    from them those the store marked lost: killed, crashed or past their heartbeat
+    deadline, with when and why."""
     workers = await context(request).store.list_workers()
-    return WorkerList(workers=[WorkerView.of(w) for w in workers])
+    live = [WorkerView.of(w) for w in workers if w.lost_at is None]
+    lost = sorted((w for w in workers if w.lost_at is not None), key=lambda w: -(w.lost_at or 0))
+    return WorkerList(workers=live, lost=[WorkerView.of(w) for w in lost])
 
 
 @router.get("/queues", response_model=QueueList, responses=documented(), summary="List queues")

@@ -24,7 +24,8 @@ from keepgoing._store.inspect_protocol import (
     TaskRow,
 )
 from keepgoing._store.sql import runs as ops
-from keepgoing._store.sql.rows import columns, every
+from keepgoing._store.sql.rows import columns, every, value
+from keepgoing._store.trouble import MARKERS, TROUBLE_CONDITIONS
 
 __all__ = ["SqlInspectMixin", "save_attempt_log"]
 
@@ -57,6 +58,10 @@ class _PageRow(NamedTuple):
     blocked_versions: str
     retry_blocked_at: float | None
     group_revision: int | None
+    worker_losses: int
+    retries: int
+    rate_limited: int
+    reviews_waiting: int
     row_order: int
 
 
@@ -146,6 +151,7 @@ def _conditions(
     if f.revision is not None:
         where.append("group_revision = ?")
         params.append(f.revision)
+    where.extend(TROUBLE_CONDITIONS[marker] for marker in f.trouble)
     return where, params
 
 
@@ -265,6 +271,16 @@ def count_runs_by_status(conn: sqlite3.Connection, f: RunFilter) -> dict[str, in
     return {row.status: int(row.n) for row in sorted(rows)}
 
 
+def count_trouble(conn: sqlite3.Connection, f: RunFilter) -> dict[str, int]:
+    """One count per marker, each through the marker's partial index."""
+    where, params = _conditions(f)
+    counts = {}
+    for marker in MARKERS:
+        clause = _clause([*where, TROUBLE_CONDITIONS[marker]])
+        counts[marker] = int(value(conn, f"SELECT COUNT(*) FROM runs {clause}", params) or 0)
+    return counts
+
+
 def runs_changed(conn: sqlite3.Connection, since: float, limit: int) -> list[rec.RunRecord]:
     rows = every(
         conn,
@@ -347,7 +363,13 @@ class SqlInspectMixin(InspectStore):
         after: RunCursor | None = None,
         offset: int = 0,
     ) -> RunPage:
-        f = RunFilter(**{**filter.__dict__, "statuses": self.check_statuses(filter.statuses)})
+        f = RunFilter(
+            **{
+                **filter.__dict__,
+                "statuses": self.check_statuses(filter.statuses),
+                "trouble": self.check_trouble(filter.trouble),
+            }
+        )
         page: RunPage = await self._read(
             lambda c: page_runs(c, f, max(1, limit), after, max(0, offset))
         )
@@ -355,7 +377,14 @@ class SqlInspectMixin(InspectStore):
 
     async def count_runs_by_status(self, filter: RunFilter) -> dict[str, int]:
         self.check_statuses(filter.statuses)
+        self.check_trouble(filter.trouble)
         counts: dict[str, int] = await self._read(lambda c: count_runs_by_status(c, filter))
+        return counts
+
+    async def count_trouble(self, filter: RunFilter) -> dict[str, int]:
+        self.check_statuses(filter.statuses)
+        self.check_trouble(filter.trouble)
+        counts: dict[str, int] = await self._read(lambda c: count_trouble(c, filter))
         return counts
 
     async def runs_changed(self, since: float, *, limit: int = 200) -> list[rec.RunRecord]:

@@ -48,6 +48,8 @@ class _Worker(NamedTuple):
     heartbeat_at: float
     info: str
     liveness: str | None
+    lost_at: float | None
+    lost_reason: str | None
 
 
 class _Catalog(NamedTuple):
@@ -122,7 +124,12 @@ def heartbeat(
     released = 0
     if keys is not None and known_through is not None:
         released = _hand_back_unknown(conn, worker_id, set(keys), known_through, now)
-    conn.execute("UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?", (now, worker_id))
+    # A heartbeat from a worker marked lost (it was only frozen) makes it live again.
+    conn.execute(
+        "UPDATE workers SET heartbeat_at = ?, lost_at = NULL, lost_reason = NULL "
+        "WHERE worker_id = ?",
+        (now, worker_id),
+    )
     return Beat({(r.run_id, r.cmd) for r in held}, released)
 
 
@@ -273,7 +280,7 @@ def next_wakeup(conn: sqlite3.Connection) -> float | None:
 def register_worker(conn: sqlite3.Connection, w: rec.WorkerRecord) -> None:
     conn.execute(
         "INSERT OR REPLACE INTO workers (worker_id, queues, host, pid, started_at, heartbeat_at, "
-        "info, liveness) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "info, liveness, lost_at, lost_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
         (
             w.worker_id,
             dumps(w.queues),
@@ -305,6 +312,8 @@ def list_workers(conn: sqlite3.Connection) -> list[rec.WorkerRecord]:
             heartbeat_at=r.heartbeat_at,
             info=loads(r.info),
             liveness=r.liveness,
+            lost_at=r.lost_at,
+            lost_reason=r.lost_reason,
         )
         for r in rows
     ]

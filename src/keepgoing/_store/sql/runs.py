@@ -20,6 +20,7 @@ from keepgoing._history.codec import decode, encode_at
 from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
 from keepgoing._store.sql.rows import columns, every, one, value
+from keepgoing._store.trouble import Trouble, count_events
 from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
 
 R = TypeVar("R", bound=NamedTuple)
@@ -52,6 +53,10 @@ class RunRow(NamedTuple):
     blocked_versions: str
     retry_blocked_at: float | None
     group_revision: int | None
+    worker_losses: int
+    retries: int
+    rate_limited: int
+    reviews_waiting: int
 
 
 class TaskRow(NamedTuple):
@@ -127,6 +132,7 @@ def run_record(r: RunRow) -> rec.RunRecord:
         blocked_versions=tuple(loads(r.blocked_versions)),
         retry_blocked_at=r.retry_blocked_at,
         group_revision=r.group_revision,
+        trouble=Trouble(r.worker_losses, r.retries, r.rate_limited, r.reviews_waiting),
     )
 
 
@@ -368,6 +374,7 @@ def _append(
     conn.executemany(
         "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)", rows
     )
+    then = _trouble(conn, run_id, events) + then
     tail = f" WHERE run_id = ?{' RETURNING ' + returning if returning else ''}"
     if last_input:
         return (
@@ -382,6 +389,37 @@ def _append(
         f"UPDATE runs SET next_seq = ?, updated_at = ?{then}{tail}",
         (seq, now, *then_params, run_id, *returning_params),
     )
+
+
+def _trouble(conn: sqlite3.Connection, run_id: str, events: Sequence[ev.Event]) -> str:
+    """The SET clauses that keep the run's trouble counters (``_store/trouble.py``) for
+    ``events``: literal numbers, in the append's own update of the run. Only a review
+    wait or answer adds a statement (the operation's balance on its task row)."""
+    delta = count_events(run_id, events)
+    if not delta:
+        return ""
+    sets = [
+        f", {column} = {column} + {n}"
+        for column, n in (
+            ("worker_losses", delta.worker_losses),
+            ("retries", delta.retries),
+            ("rate_limited", delta.rate_limited),
+        )
+        if n
+    ]
+    for cmd, change in delta.reviews:
+        conn.execute(
+            "UPDATE tasks SET review_waits = review_waits + ? WHERE run_id = ? AND cmd = ?",
+            (change, run_id, cmd),
+        )
+    if delta.ends:
+        sets.append(", reviews_waiting = 0")
+    elif delta.reviews:
+        sets.append(
+            ", reviews_waiting = (SELECT COUNT(*) FROM tasks t "
+            "WHERE t.run_id = runs.run_id AND t.review_waits > 0)"
+        )
+    return "".join(sets)
 
 
 # -- activations -------------------------------------------------------------------

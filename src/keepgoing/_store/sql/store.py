@@ -26,7 +26,7 @@ from keepgoing._history.events import (
 from keepgoing._store import records as rec
 from keepgoing._store.protocol import Store
 from keepgoing._store.refused import name_refused
-from keepgoing._store.sql import commands, leases, messaging, stops, tasks
+from keepgoing._store.sql import commands, leases, messaging, stops, tasks, workers
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql import versions as versions_sql
 from keepgoing._store.sql.auth import SqlAuthMixin
@@ -300,8 +300,17 @@ class SqlStore(
         await self._write(lambda c: stops.settle_stop(c, stop_id, signalled), True)
 
     async def list_workers(self) -> list[rec.WorkerRecord]:
-        workers: list[rec.WorkerRecord] = await self._read(leases.list_workers)
-        return workers
+        found: list[rec.WorkerRecord] = await self._read(leases.list_workers)
+        return found
+
+    async def mark_lost_workers(self, *, now: float) -> int:
+        sweep: workers.LostSweep = await self._read(
+            lambda c: workers.find_lost(c, now, self._probe_liveness)
+        )
+        if not sweep.lost and not sweep.forget:
+            return 0  # the common pass: one read, no write
+        marked: int = await self._write(lambda c: workers.mark_lost(c, sweep, now))
+        return marked
 
     async def record_workflows(
         self, names: Sequence[str], queues: Sequence[str], now: float

@@ -111,11 +111,7 @@ export function toast(message, kind = "info") {
   setTimeout(() => item.remove(), kind === "error" ? 9000 : 4000);
 }
 
-export function fmtTime(seconds) {
-  if (seconds === null || seconds === undefined) return "—";
-  const d = new Date(seconds * 1000);
-  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
-}
+export { fmtClock, fmtFull, fmtTime, timeEl } from "./time.js";
 
 export function fmtDur(seconds) {
   if (seconds === null || seconds === undefined || Number.isNaN(seconds)) return "—";
@@ -139,7 +135,23 @@ export function short(value, max = 80) {
 }
 
 export function statusBadge(status) {
-  return el("span", { class: `badge s-${status}` }, status);
+  return el("span", { class: `badge s-${status}` }, status.replaceAll("_", " "));
+}
+
+/** A run's badge: its state (``waiting_for_review`` for a running run that waits for a
+ * reviewer, else its status), from the run view. */
+export function runBadge(run) {
+  const state = run.state || run.status;
+  return el("span", { class: `badge s-${state}`, dataset: { state } }, state.replaceAll("_", " "));
+}
+
+const MARKER_GLYPH = { worker_lost: "✕", retried: "↻", rate_limited: "429", waiting_for_review: "?", blocked: "⚠" };
+
+/** A run's trouble markers (the run view's ``markers``, worded by the server) as chips. */
+export function markerChips(markers, { skip = [] } = {}) {
+  return (markers || [])
+    .filter((m) => !skip.includes(m.kind))
+    .map((m) => el("span", { class: `marker m-${m.kind}`, dataset: { marker: m.kind, n: String(m.count) } }, el("span", { class: "glyph", "aria-hidden": "true" }, MARKER_GLYPH[m.kind] || "•"), ` ${m.text}`));
 }
 
 export function runHref(workflowId, runId) {
@@ -152,6 +164,11 @@ export function volumeHref(name, version, ref = "main") {
   const q = new URLSearchParams({ name, ref });
   if (version) q.set("version", String(version));
   return `/memory/volume?${q}`;
+}
+
+/** The element id of an operation's card on the Reviews page (the run page links to it). */
+export function reviewAnchor(operationId) {
+  return `op-card-${operationId.replace(/[^A-Za-z0-9_-]/g, "_")}`;
 }
 
 /** Report a failed call in the toast area; returns the error for chaining. */

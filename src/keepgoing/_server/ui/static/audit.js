@@ -1,6 +1,6 @@
 // The audit log: who did what, newest first, filtered by action or workflow id.
 
-import { api, clear, el, fmtTime, json, runHref } from "./api.js";
+import { api, clear, el, timeEl, json, runHref } from "./api.js";
 
 const form = document.getElementById("audit-form");
 const prev = document.getElementById("audit-prev");
@@ -26,7 +26,7 @@ async function load() {
     clear(
       body,
       page.entries.length
-        ? page.entries.map((e) => el("tr", { dataset: { action: e.action } }, el("td", {}, fmtTime(e.at)), el("td", {}, `${e.actor_kind} ${e.actor_id}`), el("td", {}, e.action), el("td", {}, e.workflow_id ? el("a", { href: runHref(e.workflow_id, e.run_id) }, e.workflow_id) : "—"), el("td", {}, el("code", {}, json(e.detail, 0)))))
+        ? page.entries.map((e) => el("tr", { dataset: { action: e.action } }, el("td", {}, timeEl(e.at)), el("td", {}, `${e.actor_kind} ${e.actor_id}`), el("td", {}, e.action), el("td", {}, e.workflow_id ? el("a", { href: runHref(e.workflow_id, e.run_id) }, e.workflow_id) : "—"), el("td", {}, el("code", {}, json(e.detail, 0)))))
         : el("tr", {}, el("td", { colspan: "5", class: "muted" }, "Nothing recorded.")),
     );
   } catch (error) {

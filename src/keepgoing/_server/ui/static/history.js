@@ -1,7 +1,8 @@
-// A run's history, compact (one line per event) or as JSON, filtered by text or
-// event type, shown a page at a time so 10,000 events cost one page of DOM.
+// A run's history, compact (one line per event, each with its full time to the
+// millisecond: many events share a second) or as JSON, filtered by text or event
+// type, shown a page at a time so 10,000 events cost one page of DOM.
 
-import { el, clear, fmtTime, json, short } from "./api.js";
+import { el, clear, fmtFull, json, short } from "./api.js";
 
 const PAGE = 200;
 
@@ -53,10 +54,14 @@ export class HistoryView {
       clear(
         this.body,
         el(
+          "div",
+          { class: "scroll-x" },
+          el(
           "table",
           { class: "grid compact" },
           el("thead", {}, el("tr", {}, ...["Seq", "Time", "Event", "Detail"].map((h) => el("th", { scope: "col" }, h)))),
-          el("tbody", {}, slice.map((e) => el("tr", { class: `ev-${e.type}` }, el("td", {}, String(e.seq)), el("td", {}, fmtTime(e.at).slice(11)), el("td", {}, e.type), el("td", {}, detail(e))))),
+          el("tbody", {}, slice.map((e) => el("tr", { class: `ev-${e.type}` }, el("td", {}, String(e.seq)), el("td", { class: "ts" }, fmtFull(e.at)), el("td", {}, e.type), el("td", {}, detail(e))))),
+          ),
         ),
       );
     }

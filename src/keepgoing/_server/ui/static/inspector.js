@@ -1,7 +1,11 @@
-// The checkpoint inspector: one step's inputs, output, attempts, operation id,
+// The checkpoint inspector: one step's attempts first (how each ended and why), then a
+// reviewer's decision and the result the run used, its output, operation id, inputs,
 // memory writes and logs, and whether a replacement worker reused its output.
 
-import { api, el, clear, enc, fmtDur, fmtTime, json, offers, volumeHref } from "./api.js";
+import { api, el, clear, enc, fmtDur, json, offers, reviewAnchor, timeEl, volumeHref } from "./api.js";
+import { reviewText } from "./model.js";
+
+const STATUS_TEXT = { sent_back: "sent back", approved: "approved" };
 
 export function renderInspector(root, step, model, { live = true } = {}) {
   if (!step) {
@@ -10,30 +14,11 @@ export function renderInspector(root, step, model, { live = true } = {}) {
   }
   const attempts = [...step.attempts];
   if (step.current) attempts.push({ ...step.current, n: step.attempts.length + 1, worker: "", error: null });
-  const rows = attempts.map((a) =>
-    el(
-      "tr",
-      { class: `attempt a-${a.outcome}`, dataset: { outcome: a.outcome } },
-      el("td", {}, String(a.n)),
-      el("td", {}, a.worker || "—"),
-      el("td", {}, fmtTime(a.start)),
-      el("td", {}, a.end != null && a.outcome !== "running" ? fmtDur(a.end - a.start) : "running"),
-      el(
-        "td",
-        {},
-        el("span", { class: `badge o-${a.outcome}` }, outcomeText(a)),
-        a.why ? el("div", { class: `muted cause${a.cause === "killed_by_request" ? " killed" : ""}`, dataset: { cause: a.cause || "" } }, a.why) : null,
-        a.error ? el("div", { class: "err" }, `${a.error.type}: ${a.error.message}`) : null,
-        a.error && a.error.traceback
-          ? el("details", {}, el("summary", {}, "Traceback"), el("pre", { class: "code" }, a.error.traceback))
-          : null,
-      ),
-    ),
-  );
   const logs = el("div", { class: "logs", id: "insp-logs" });
   clear(
     root,
-    el("h2", { id: "inspector-title" }, `${step.name} `, el("span", { class: `badge s-${step.status}` }, step.status)),
+    el("h2", { id: "inspector-title" }, `${step.name} `, el("span", { class: `badge s-${step.status}` }, STATUS_TEXT[step.status] || step.status)),
+    reviewBox(step),
     step.reused
       ? el(
           "p",
@@ -42,35 +27,27 @@ export function renderInspector(root, step, model, { live = true } = {}) {
           el("span", { class: "muted" }, ` ${step.reused.by} took over after ${step.reused.lost} was lost; this step was not run again.`),
         )
       : null,
+    el("h3", {}, `Attempts (${attempts.length})`),
+    el(
+      "table",
+      { class: "grid attempts", id: "insp-attempts" },
+      el("thead", {}, el("tr", {}, ...["#", "Outcome", "Worker · started · took"].map((h) => el("th", { scope: "col" }, h)))),
+      el("tbody", {}, attempts.map(attemptRow)),
+    ),
+    el("h3", {}, step.review && step.review.decision === "approve" ? "Result the run used" : "Output"),
+    output(step),
     el(
       "dl",
       { class: "facts" },
       el("dt", {}, "Operation id"),
       el("dd", {}, el("code", {}, step.operationId)),
       el("dt", {}, "Step"),
-      el("dd", {}, `#${step.cmd} · scheduled ${fmtTime(step.scheduledAt)}${step.endedAt ? ` · took ${fmtDur(step.endedAt - step.scheduledAt)}` : ""}`),
+      el("dd", {}, `#${step.cmd} · scheduled `, timeEl(step.scheduledAt), step.endedAt ? ` · took ${fmtDur(step.endedAt - step.scheduledAt)}` : ""),
       el("dt", {}, "Retries allowed"),
       el("dd", {}, `${step.retries} · timeout ${fmtDur(step.timeout)}`),
     ),
     el("h3", {}, "Inputs"),
     el("pre", { class: "code", id: "insp-inputs" }, json({ args: step.args, kwargs: step.kwargs })),
-    el("h3", {}, "Output"),
-    step.status === "completed"
-      ? el("pre", { class: "code", id: "insp-output" }, json(step.output))
-      : step.error
-        ? el("pre", { class: "code err", id: "insp-output" }, `${step.error.type}: ${step.error.message}`)
-        : el("p", { class: "muted", id: "insp-output" }, "No output yet."),
-    el("h3", {}, `Attempts (${attempts.length})`),
-    el(
-      "div",
-      { class: "scroll-x" },
-      el(
-        "table",
-        { class: "grid", id: "insp-attempts" },
-        el("thead", {}, el("tr", {}, ...["#", "Worker", "Started", "Duration", "Outcome"].map((h) => el("th", { scope: "col" }, h)))),
-        el("tbody", {}, rows),
-      ),
-    ),
     el("h3", {}, "Memory written"),
     step.memory.length
       ? el(
@@ -92,16 +69,68 @@ export function renderInspector(root, step, model, { live = true } = {}) {
   if (live && model.run.workflowId) {
     loadLogs(logs, model, step, attempts);
     loadServerView(root, model, step);
+  } else clear(logs, el("p", { class: "muted" }, "Logs are not part of a recorded history."));
+}
+
+function attemptRow(a) {
+  const kind = a.kind || a.outcome;
+  return el(
+    "tr",
+    { class: `attempt a-${a.outcome}`, dataset: { outcome: a.outcome, kind, attempt: String(a.n) } },
+    el("td", {}, String(a.n)),
+    el(
+      "td",
+      { class: "outcome" },
+      el("span", { class: `badge o-${kind}` }, outcomeText(a)),
+      a.why ? el("div", { class: `muted cause${a.cause === "killed_by_request" ? " killed" : ""}`, dataset: { cause: a.cause || "" } }, a.why) : null,
+      a.error ? el("div", { class: "err" }, `${a.error.type}: ${a.error.message}`) : null,
+      a.error && a.error.traceback ? el("details", {}, el("summary", {}, "Traceback"), el("pre", { class: "code" }, a.error.traceback)) : null,
+    ),
+    el(
+      "td",
+      { class: "where" },
+      el("code", {}, a.worker || "—"),
+      el("div", { class: "muted" }, timeEl(a.start), " · ", a.end != null && a.outcome !== "running" ? fmtDur(a.end - a.start) : "running"),
+    ),
+  );
+}
+
+// A reviewer's decision on an uncertain step: who, why, and what the run went on with.
+function reviewBox(step) {
+  if (step.failReason !== "uncertain") return null;
+  if (!step.review) {
+    return el(
+      "p",
+      { class: "banner warn review-note", id: "insp-review", role: "note" },
+      "Uncertain: its write may or may not have happened. The run waits for a reviewer: ",
+      el("a", { href: `/reviews#${reviewAnchor(step.operationId)}` }, "decide on the Reviews page"),
+      ".",
+    );
   }
-  else clear(logs, el("p", { class: "muted" }, "Logs are not part of a recorded history."));
+  return el(
+    "div",
+    { class: `banner decided d-${step.review.decision}`, id: "insp-review", role: "note" },
+    el("p", { class: "decision" }, el("b", {}, reviewText(step.review)), " ", timeEl(step.review.at)),
+    step.review.decision === "approve" ? el("p", { class: "muted" }, "The run used the result the reviewer gave (below) as the step's output.") : null,
+  );
+}
+
+function output(step) {
+  if (step.status === "completed" || step.status === "approved") return el("pre", { class: "code", id: "insp-output" }, json(step.output));
+  if (step.error) return el("pre", { class: "code err", id: "insp-output" }, `${step.error.type}: ${step.error.message}`);
+  return el("p", { class: "muted", id: "insp-output" }, "No output yet.");
 }
 
 function outcomeText(a) {
-  switch (a.outcome) {
+  switch (a.kind || a.outcome) {
     case "worker_lost":
       return `worker lost${a.worker ? ` (${a.worker})` : ""}`;
     case "timeout":
       return "timed out";
+    case "rate_limited":
+      return "rate-limited (429)";
+    case "released":
+      return "handed back";
     default:
       return a.outcome.replace("_", " ");
   }
@@ -152,13 +181,13 @@ async function loadServerView(root, model, step) {
     return; // the history's view stays
   }
   if (!found || !root.isConnected || !root.querySelector("#insp-attempts")) return;
-  const rows = root.querySelectorAll("#insp-attempts tbody tr");
+  const rows = root.querySelectorAll("#insp-attempts tbody tr.attempt");
   (found.attempts || []).forEach((a, i) => {
     const row = rows[i];
     if (!row) return;
     // Histories recorded before causes were kept: the server's audit log may know.
     if (a.cause === "killed_by_request" && !row.querySelector(".cause")) {
-      row.lastElementChild.append(el("div", { class: "muted cause killed" }, a.cause_text || `worker killed on request${a.killed_by ? ` by ${a.killed_by}` : ""}`));
+      row.querySelector(".outcome").append(el("div", { class: "muted cause killed" }, a.cause_text || `worker killed on request${a.killed_by ? ` by ${a.killed_by}` : ""}`));
     }
   });
   const note = root.querySelector(".reused");

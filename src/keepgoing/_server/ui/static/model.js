@@ -35,6 +35,7 @@ export function buildModel(events, { now } = {}) {
   const children = [];
   const memory = [];
   const activations = [];
+  const uncertain = []; // steps whose outcome waits for a reviewer's decision
   let last = null;
 
   for (const e of events) {
@@ -72,7 +73,8 @@ export function buildModel(events, { now } = {}) {
           reused: null,
           endedAt: null,
           completedSeq: null,
-          operationId: `op-${run.runId}-${e.cmd}`,
+          // A step a reviewer sent back to run again keeps the first step's operation id.
+          operationId: e.operation_id ?? `op-${run.runId}-${e.cmd}`,
           index: steps.length,
         };
         steps.push(step);
@@ -94,6 +96,7 @@ export function buildModel(events, { now } = {}) {
           seq: e.seq,
           cause: e.cause ?? null,
           why: causeText(e.reason, e.cause, e.actor, e.via),
+          kind: retryKind(e.reason, e.error),
         });
         step.status = e.retry_at != null ? "retrying" : "failing";
         if (e.reason === "worker_lost") losses.push({ worker: e.worker, at: e.at, seq: e.seq, cmd: e.cmd, step: step.name });
@@ -111,6 +114,7 @@ export function buildModel(events, { now } = {}) {
           outcome: "completed",
           error: null,
           seq: e.seq,
+          kind: "completed",
         });
         Object.assign(step, { status: "completed", output: e.result, endedAt: e.at, completedSeq: e.seq });
         break;
@@ -120,7 +124,11 @@ export function buildModel(events, { now } = {}) {
         if (!step) break;
         // An uncertain outcome waits for a reviewer (see the Reviews page), it has not failed.
         const status = e.reason === "uncertain" ? "uncertain" : "failed";
-        Object.assign(step, { status, error: e.error, endedAt: e.at, failReason: e.reason });
+        Object.assign(step, { status, error: e.error, endedAt: e.at, failReason: e.reason, failedSeq: e.seq });
+        if (status === "uncertain") {
+          uncertain.push(step);
+          for (const m of messages) settleReview([step], m); // a decision sent before the wait
+        }
         break;
       }
       case "TaskCancelRequested": {
@@ -139,6 +147,7 @@ export function buildModel(events, { now } = {}) {
       }
       case "MessageReceived": {
         messages.push({ name: e.name, payload: e.payload, sender: `${e.sender_kind}:${e.sender_id}`, senderKind: e.sender_kind, senderId: e.sender_id, at: e.at, seq: e.seq, id: e.message_id });
+        settleReview(uncertain, messages[messages.length - 1]);
         const i = openMessageWaits.findIndex((w) => w.name === e.name);
         if (i >= 0) {
           const [wait] = openMessageWaits.splice(i, 1);
@@ -305,16 +314,108 @@ export function causeText(reason, cause, actor, via) {
   return cause ? `worker lost (${cause})` : "worker lost";
 }
 
+// The rate-limit rule of keepgoing/_store/trouble.py (is_rate_limited): the error's type
+// or message names a 429, a rate limit or "too many requests". tests/ui checks that the
+// two agree.
+const RATE_LIMIT = /\b429\b|rate[ _-]?limit|too many requests/i;
+
+/** What kind of retry an ended attempt is: completed, rate_limited (a 429), error,
+ * timeout, worker_lost, released or uncertain. Each has its own colour and shape. */
+export function retryKind(reason, error) {
+  if (reason === "error" && error && (RATE_LIMIT.test(error.type || "") || RATE_LIMIT.test(error.message || ""))) return "rate_limited";
+  return reason;
+}
+
+const DECISIONS = new Set(["approve", "retry", "fail"]);
+
+// A review decision for an uncertain step: the first `review:<operation id>` message
+// whose payload decides this round (`cmd`), taken in send order as the workflow takes
+// them (keepgoing/_workflow/review.py's parse_decision).
+function settleReview(uncertain, e) {
+  if (!e.name.startsWith("review:") || e.decided) return;
+  const p = e.payload;
+  if (!p || typeof p !== "object" || !DECISIONS.has(p.decision) || typeof p.cmd !== "number") return;
+  const step = uncertain.find((s) => !s.review && s.cmd === p.cmd && e.name === `review:${s.operationId}`);
+  if (!step) return;
+  e.decided = true;
+  step.review = {
+    decision: p.decision,
+    by: `${e.senderKind} ${e.senderId}`,
+    reason: typeof p.reason === "string" ? p.reason : "",
+    result: p.result,
+    at: e.at,
+    seq: e.seq,
+  };
+  if (p.decision === "approve") Object.assign(step, { status: "approved", output: p.result });
+  else if (p.decision === "fail") step.status = "failed";
+  else step.status = "sent_back";
+}
+
+const DECIDED = { approve: "approved", retry: "sent back to run again", fail: "failed" };
+
+/** "approved by user alice: the CRM shows version 4", for a step a reviewer decided. */
+export function reviewText(review) {
+  return `${DECIDED[review.decision]} by ${review.by}${review.reason ? `: ${review.reason}` : ""}`;
+}
+
+const PROBLEM_TEXT = {
+  worker_lost: "worker lost",
+  rate_limited: "rate-limited (429), retried",
+  error: "error",
+  timeout: "timed out",
+  uncertain: "uncertain outcome",
+};
+
+/** The run's problems, in the order a person should see them: each worker loss first
+ * (one stop per lost worker, with every step it took down), then the steps waiting
+ * for a review, then every other failed attempt in order (one stop per step and kind).
+ * Each stop names the step to open (`cmd`), the steps it covers, and `seq`: the event
+ * after which replay shows it resolved (the retry that completed, or the failure). */
+export function problems(model) {
+  const stops = [];
+  const byWorker = new Map();
+  const done = (step) => step.completedSeq ?? step.failedSeq ?? null;
+  for (const loss of model.losses) {
+    const step = model.steps.find((s) => s.cmd === loss.cmd);
+    const attempt = step ? step.attempts.find((a) => a.seq === loss.seq) : null;
+    let stop = byWorker.get(loss.worker);
+    if (!stop) {
+      stop = { kind: "worker_lost", worker: loss.worker, cmd: loss.cmd, cmds: [], names: [], seq: loss.seq, at: loss.at, why: attempt ? attempt.why : "worker lost" };
+      byWorker.set(loss.worker, stop);
+      stops.push(stop);
+    }
+    stop.cmds.push(loss.cmd);
+    stop.names.push(loss.step);
+    const resolved = step ? done(step) : null;
+    stop.seq = Math.max(stop.seq, resolved ?? loss.seq);
+  }
+  for (const stop of stops) stop.label = `${stop.why}: ${stop.names.join(", ")}${stop.worker ? ` (${stop.worker})` : ""}`;
+  const review = [];
+  const others = [];
+  for (const step of model.steps) {
+    if (step.failReason === "uncertain") {
+      review.push({ kind: "uncertain", cmd: step.cmd, cmds: [step.cmd], seq: step.failedSeq, at: step.endedAt, label: `${step.name} #${step.cmd}: ${step.review ? reviewText(step.review) : "uncertain outcome, waiting for review"}` });
+    }
+    const kinds = new Map();
+    for (const a of step.attempts) {
+      if (!["rate_limited", "error", "timeout"].includes(a.kind)) continue;
+      if (!kinds.has(a.kind)) kinds.set(a.kind, { first: a, n: 0 });
+      kinds.get(a.kind).n += 1;
+    }
+    for (const [kind, { first, n }] of kinds) {
+      const resolved = done(step);
+      others.push({ kind, cmd: step.cmd, cmds: [step.cmd], seq: resolved ?? first.seq, at: first.end, label: `${step.name} #${step.cmd}: ${PROBLEM_TEXT[kind]}${n > 1 ? ` ×${n}` : ""}${first.error ? ` (${first.error.type})` : ""}` });
+    }
+  }
+  others.sort((a, b) => a.at - b.at || a.cmd - b.cmd);
+  return [...stops, ...review, ...others];
+}
+
 /** Every bar the timeline draws for a step: attempts, then the open one. */
 export function bars(step) {
   const found = step.attempts.map((a) => ({ ...a }));
   if (step.current) found.push({ ...step.current, n: step.attempts.length + 1, worker: "" });
   return found;
-}
-
-/** The index of the first event after which `step` shows a retry (for replay). */
-export function retriedStep(model) {
-  return model.steps.find((s) => s.attempts.length > 1 || s.attempts.some((a) => a.outcome !== "completed")) || null;
 }
 
 /** How long a step took from its schedule to its end (or null while open). */

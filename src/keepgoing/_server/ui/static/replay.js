@@ -2,15 +2,17 @@
 // or URL). The playhead is an index into the events; the timeline, the inspector
 // and the memory view show the run as it stood right after that event.
 
-import { api, clear, el, fmtTime, page, report, runPath, volumeHref } from "./api.js";
+import { api, clear, el, fmtClock, page, report, runPath, volumeHref } from "./api.js";
 import { renderInspector } from "./inspector.js";
-import { buildModel } from "./model.js";
+import { buildModel, problems } from "./model.js";
 import { Timeline } from "./timeline.js";
 
 const status = document.getElementById("replay-status");
 const head = document.getElementById("playhead");
 const play = document.getElementById("play");
-const state = { events: [], at: 0, timer: null, selected: null, fromServer: false, model: null };
+const state = { events: [], at: 0, timer: null, selected: null, fromServer: false, model: null, problems: [], problem: -1 };
+const jump = document.getElementById("to-retry");
+const jumpNote = document.getElementById("jump-note");
 const timeline = new Timeline(document.getElementById("timeline"), { onSelect: select });
 
 function select(step) {
@@ -28,6 +30,10 @@ function load(events, label, fromServer) {
   state.events = events;
   state.fromServer = fromServer;
   state.selected = null;
+  // The recording's problems, worker losses first: what the jump button goes through.
+  state.problems = problems(buildModel(events));
+  state.problem = -1;
+  labelJump();
   head.max = String(events.length);
   head.value = "0";
   status.className = "muted";
@@ -48,7 +54,7 @@ function seek(n) {
     state.model.last = Math.max(state.model.last ?? 0, state.events[state.events.length - 1].at);
   }
   const last = shown[shown.length - 1];
-  document.getElementById("playhead-text").textContent = last ? `event ${state.at} of ${state.events.length} · ${last.type} · ${fmtTime(last.at).slice(11)}` : "start";
+  document.getElementById("playhead-text").textContent = last ? `event ${state.at} of ${state.events.length} · ${last.type} · ${fmtClock(last.at, true)}` : "start";
   timeline.update(state.model);
   const step = state.selected !== null ? state.model.steps.find((s) => s.cmd === state.selected) : null;
   const current = step || latestStep(state.model);
@@ -120,7 +126,7 @@ play.addEventListener("click", () => {
     return;
   }
   if (state.at >= state.events.length) seek(0);
-  play.textContent = "⏸ Pause";
+  play.textContent = "‖ Pause";
   play.setAttribute("aria-label", "Pause");
   tick();
 });
@@ -136,18 +142,30 @@ document.getElementById("step-back").addEventListener("click", () => {
   pause();
   seek(nextMove(state.at, -1));
 });
-document.getElementById("to-retry").addEventListener("click", () => {
+const FIRST = { worker_lost: "Jump to the worker loss", uncertain: "Jump to the uncertain step", rate_limited: "Jump to the retried step", error: "Jump to the retried step", timeout: "Jump to the timed-out step" };
+
+function labelJump() {
+  const n = state.problems.length;
+  jump.disabled = n === 0;
+  if (!n) jump.textContent = "No problem to jump to";
+  else if (state.problem < 0) jump.textContent = FIRST[state.problems[0].kind] || "Jump to the first problem";
+  else jump.textContent = `Next problem (${((state.problem + 1) % n) + 1} of ${n})`;
+  jumpNote.textContent = state.problem >= 0 ? `Problem ${state.problem + 1} of ${n}: ${state.problems[state.problem].label}` : "";
+}
+
+// Each press goes to the next problem, worker losses first, then the steps waiting for
+// a review, then the other retries in order: just after it was resolved (the retry
+// completed) or the failure, with the step open in the inspector.
+jump.addEventListener("click", () => {
   pause();
-  // Just after the first failed attempt's retry completed (or the failure, if none did).
-  const failed = state.events.findIndex((e) => e.type === "TaskAttemptFailed");
-  if (failed < 0) {
-    status.textContent = "No step of this run was retried.";
-    return;
-  }
-  const cmd = state.events[failed].cmd;
-  const done = state.events.findIndex((e, i) => i > failed && (e.type === "TaskCompleted" || e.type === "TaskFailed") && e.cmd === cmd);
-  state.selected = cmd;
-  seek((done >= 0 ? done : failed) + 1);
+  if (!state.problems.length) return;
+  state.problem = (state.problem + 1) % state.problems.length;
+  const stop = state.problems[state.problem];
+  const index = state.events.findIndex((e) => e.seq === stop.seq);
+  state.selected = stop.cmd;
+  seek(index >= 0 ? index + 1 : state.events.length);
+  timeline.selectCmd(stop.cmd, { center: true });
+  labelJump();
 });
 
 document.getElementById("src-run").addEventListener("submit", async (event) => {

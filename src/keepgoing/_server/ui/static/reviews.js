@@ -1,6 +1,6 @@
 // Reviews: operations waiting for a reviewer, with their evidence and the decision.
 
-import { api, can, clear, el, enc, fmtTime, json, report, runHref, toast } from "./api.js";
+import { api, can, clear, el, enc, json, report, reviewAnchor, runHref, timeEl, toast } from "./api.js";
 
 const body = document.getElementById("reviews-body");
 const drafts = new Map(); // operation id -> what the reviewer typed, kept across refreshes
@@ -13,7 +13,7 @@ function attempts(rows) {
     el(
       "tbody",
       {},
-      rows.map((a) => el("tr", {}, el("td", {}, String(a.attempt)), el("td", {}, el("code", {}, a.worker || "—")), el("td", {}, fmtTime(a.ended_at)), el("td", {}, a.outcome), el("td", {}, a.error ? a.error.message : ""))),
+      rows.map((a) => el("tr", {}, el("td", {}, String(a.attempt)), el("td", {}, el("code", {}, a.worker || "—")), el("td", {}, timeEl(a.ended_at)), el("td", {}, a.outcome), el("td", {}, a.error ? a.error.message : ""))),
     ),
   );
 }
@@ -81,7 +81,7 @@ function card(op) {
   const error = evidence.error || op.error || {};
   return el(
     "article",
-    { class: "card review", dataset: { operation: op.operation_id, workflowId: op.workflow_id } },
+    { class: "card review", id: reviewAnchor(op.operation_id), dataset: { operation: op.operation_id, workflowId: op.workflow_id } },
     el("h2", {}, el("code", {}, op.operation_id)),
     el(
       "dl",
@@ -91,7 +91,7 @@ function card(op) {
       el("dt", {}, "Step"),
       el("dd", {}, `${op.task} (step ${op.cmd}${op.rounds.length > 1 ? `, round ${op.rounds.length}` : ""})`),
       el("dt", {}, "Since"),
-      el("dd", {}, fmtTime(op.updated_at)),
+      el("dd", {}, timeEl(op.updated_at)),
     ),
     el("h3", {}, "Evidence"),
     el("p", { class: "evidence" }, error.message || "—"),
@@ -104,6 +104,7 @@ function card(op) {
 }
 
 let busy = false;
+let shown = false;
 async function load() {
   if (busy) return;
   busy = true;
@@ -112,6 +113,15 @@ async function load() {
     const focused = document.activeElement && body.contains(document.activeElement) ? document.activeElement.id : null;
     clear(body, found.operations.length ? found.operations.map(card) : el("p", { class: "muted", id: "no-reviews" }, "No run is waiting for review."));
     if (focused) document.getElementById(focused)?.focus();
+    else if (!shown && location.hash) {
+      // Opened from a run's banner: bring its operation's card into view once.
+      shown = true;
+      const target = document.getElementById(location.hash.slice(1));
+      if (target) {
+        target.classList.add("target");
+        target.scrollIntoView({ block: "start" });
+      }
+    }
   } catch (error) {
     clear(body, el("p", { class: "error", role: "alert" }, error.message));
   } finally {

@@ -1,19 +1,20 @@
-// A run's page: facts, flags and actions; the timeline and the checkpoint
-// inspector; history; lineage. Live while the run is open (SSE when the server
-// streams a run's events, else a bounded refresh).
+// A run's page: facts, flags and actions; the problems strip (each problem a link to
+// its step, `n`/`p` to go through them); the timeline and the checkpoint inspector;
+// history; lineage. Live while the run is open (SSE when the server streams a run's
+// events, else a bounded refresh).
 
-import { api, clear, el, fmtDur, fmtTime, json, offers, page, report, runHref, runPath, statusBadge, toast } from "./api.js";
+import { api, ApiError, clear, el, fmtDur, json, markerChips, offers, page, report, reviewAnchor, runBadge, runHref, runPath, statusBadge, timeEl, toast } from "./api.js";
 import { HistoryView } from "./history.js";
 import { renderInspector } from "./inspector.js";
-import { buildModel } from "./model.js";
+import { buildModel, problems } from "./model.js";
 import { tabs } from "./tabs.js";
 import { Timeline } from "./timeline.js";
 
 const { workflow_id: workflowId, run_id: runId } = page().page;
 const OPEN = new Set(["running", "blocked"]);
-const state = { run: null, events: [], model: null, selected: null, lineageShown: false, timer: null, stream: null };
+const state = { run: null, events: [], model: null, selected: null, lineageShown: false, timer: null, stream: null, problems: [], problem: -1 };
 
-const timeline = workflowId ? new Timeline(document.getElementById("timeline"), { onSelect: select }) : null;
+const timeline = workflowId ? new Timeline(document.getElementById("timeline"), { onSelect: select, onLosses: () => goProblem(0) }) : null;
 const history = workflowId ? new HistoryView(document.getElementById("panel-history")) : null;
 
 if (workflowId) {
@@ -22,12 +23,14 @@ if (workflowId) {
     if (id === "tab-io") showIo();
   });
   wireActions();
-  load().then(() => {
+  wireProblems();
+  load().then((found) => {
+    if (!found) return;
     // For the browser test and bench.ui_open: milliseconds from navigation to the
     // timeline drawn with the whole history.
     document.body.dataset.openedMs = String(Math.round(performance.now()));
     const wanted = Number(new URLSearchParams(location.search).get("step"));
-    if (wanted) timeline.selectCmd(wanted);
+    if (wanted) timeline.selectCmd(wanted, { center: true });
     follow();
   });
 }
@@ -36,16 +39,31 @@ function query() {
   return runId ? `?${new URLSearchParams({ run_id: runId })}` : "";
 }
 
+/** Read the run and its history and draw them; false when there is nothing to draw
+ * (no such run: the page says so and offers no action on it). */
 async function load() {
   try {
     const [run, history] = await Promise.all([api(`${runPath(workflowId)}${query()}`), api(`${runPath(workflowId)}/history${query()}`)]);
     state.run = run;
     state.events = history.events;
     show();
+    return true;
   } catch (error) {
-    clear(document.getElementById("run-facts"), el("p", { class: "error", role: "alert" }, error.message));
-    throw error;
+    if (state.run === null) notFound(error);
+    else report(error, "Refresh");
+    return false;
   }
+}
+
+function notFound(error) {
+  const missing = error instanceof ApiError && error.status === 404;
+  document.getElementById("run-title").replaceChildren(missing ? "No such run" : "This run could not be read", " ", el("small", { class: "muted" }, workflowId));
+  clear(
+    document.getElementById("run-facts"),
+    el("p", { class: "error", role: "alert", id: "run-missing" }, error.message),
+    el("p", {}, "Find it in the ", el("a", { href: "/" }, "runs list"), "."),
+  );
+  for (const id of ["actions", "run-tabs", "panel-timeline", "problems"]) toggle(id, false);
 }
 
 // The change ids of keepgoing.patched() this run has passed on code with the change.
@@ -57,19 +75,22 @@ function patchesPassed(events) {
 function show() {
   const run = state.run;
   state.model = buildModel(state.events, { now: OPEN.has(run.status) ? Date.now() / 1000 : null });
-  document.getElementById("run-title").replaceChildren(run.workflow_name, " ", el("small", { class: "muted" }, run.workflow_id), " ", statusBadge(run.status));
+  document.title = `${run.workflow_id} · keepgoing`;
+  document.getElementById("run-title").replaceChildren(run.workflow_name, " ", el("small", { class: "muted" }, run.workflow_id), " ", runBadge(run), ...markerChips(run.markers, { skip: [run.state, run.status] }));
   clear(
     document.getElementById("run-facts"),
     fact("Run", run.run_id),
     fact("Queue", run.task_queue),
-    fact("Started", fmtTime(run.created_at)),
-    fact("Ended", run.ended_at ? `${fmtTime(run.ended_at)} (${fmtDur(run.ended_at - run.created_at)})` : "—"),
+    fact("Started", timeEl(run.created_at)),
+    fact("Ended", run.ended_at ? el("span", {}, timeEl(run.ended_at), ` (${fmtDur(run.ended_at - run.created_at)})`) : "—"),
     fact("Code", (run.code_version || "").slice(0, 12) || "—"),
     fact("Revision", run.group_revision == null ? "—" : String(run.group_revision), "run-revision"),
     fact("Patches", patchesPassed(state.events), "run-patches"),
   );
   const flags = [];
-  if (run.waiting_for) flags.push(el("p", { class: "banner warn", id: "waiting-flag" }, `⏳ ${run.waiting_for}`));
+  const review = reviewBanner(run, state.model);
+  if (review) flags.push(review);
+  if (run.waiting_for) flags.push(el("p", { class: "banner warn", id: "waiting-flag" }, `◷ ${run.waiting_for}`));
   if (run.status === "blocked") {
     flags.push(
       el(
@@ -83,14 +104,101 @@ function show() {
   if (run.error) flags.push(el("p", { class: "banner error" }, `${run.error.type}: ${run.error.message}`));
   clear(document.getElementById("run-flags"), flags);
   const open = OPEN.has(run.status);
+  for (const id of ["actions", "run-tabs"]) toggle(id, true);
+  if (document.getElementById("tab-timeline").getAttribute("aria-selected") === "true") toggle("panel-timeline", true);
   toggle("cancel-run", open);
   toggle("unblock-run", run.status === "blocked");
+  toggle("send-box", open); // an ended run takes no message
   toggle("kill-worker", run.status === "running" && state.model.steps.some((s) => s.current));
   timeline.update(state.model);
+  showProblems();
   history.update(state.events);
   if (state.selected !== null) select(state.model.steps.find((s) => s.cmd === state.selected), false);
   else renderInspector(document.getElementById("inspector"), null, state.model);
   if (state.lineageShown) showLineage();
+}
+
+// A run that waits for a reviewer: say so first, and link to each decision.
+function reviewBanner(run, model) {
+  if ((run.state || run.status) !== "waiting_for_review") return null;
+  const waiting = model.steps.filter((s) => s.failReason === "uncertain" && !s.review && s.status === "uncertain");
+  return el(
+    "div",
+    { class: "banner review", id: "review-banner", role: "status" },
+    el("p", {}, el("b", {}, "Waiting for review. "), "A step's write may or may not have happened; the run holds no worker and carries on once a reviewer decides."),
+    el(
+      "ul",
+      { class: "plain" },
+      (waiting.length ? waiting : [null]).map((s) =>
+        el(
+          "li",
+          {},
+          s ? el("button", { type: "button", class: "link-button", onclick: () => timeline.selectCmd(s.cmd, { center: true }) }, `${s.name} #${s.cmd}`) : "A step",
+          " · ",
+          el("a", { href: s ? `/reviews#${reviewAnchor(s.operationId)}` : "/reviews", class: "decide-link" }, "Decide on the Reviews page"),
+          s ? el("code", { class: "small" }, s.operationId) : null,
+        ),
+      ),
+    ),
+  );
+}
+
+// -- problems -------------------------------------------------------------------------
+const PROBLEM_GLYPH = { worker_lost: "✕", uncertain: "?", rate_limited: "429", error: "!", timeout: "◷" };
+
+function showProblems() {
+  const found = problems(state.model);
+  state.problems = found;
+  state.problem = Math.min(state.problem, found.length - 1);
+  const strip = document.getElementById("problems");
+  strip.hidden = found.length === 0 && !state.model.steps.some((s) => s.reused);
+  const counts = {};
+  for (const p of found) counts[p.kind] = (counts[p.kind] || 0) + 1;
+  document.getElementById("problems-title").textContent = found.length ? `Problems (${found.length})` : "Problems";
+  clear(
+    document.getElementById("problem-list"),
+    found.map((p, i) =>
+      el(
+        "li",
+        { class: `problem k-${p.kind}${i === state.problem ? " current" : ""}`, dataset: { kind: p.kind, cmd: String(p.cmd) } },
+        el(
+          "button",
+          { type: "button", class: "link-button", onclick: () => goProblem(i) },
+          el("span", { class: `glyph k-${p.kind}`, "aria-hidden": "true" }, PROBLEM_GLYPH[p.kind] || "•"),
+          ` ${p.label}`,
+        ),
+      ),
+    ),
+  );
+  document.getElementById("next-problem").disabled = found.length === 0;
+  const reused = state.model.steps.filter((s) => s.reused).length;
+  document.getElementById("problems-note").textContent = reused
+    ? `After the worker loss the replacement reused the saved output of ${reused} finished step${reused > 1 ? "s" : ""}; they did not run again.`
+    : "";
+}
+
+function goProblem(i) {
+  if (!state.problems.length) return;
+  state.problem = (i + state.problems.length) % state.problems.length;
+  const p = state.problems[state.problem];
+  document.getElementById("tab-timeline").click(); // the problem is on the timeline
+  timeline.selectCmd(p.cmd, { center: true });
+  for (const [n, node] of [...document.querySelectorAll("#problem-list li")].entries()) node.classList.toggle("current", n === state.problem);
+  document.getElementById("next-problem").textContent = `Next problem (${state.problem + 1} of ${state.problems.length}) `;
+  document.getElementById("next-problem").append(el("kbd", {}, "n"));
+}
+
+function wireProblems() {
+  document.getElementById("next-problem").addEventListener("click", () => goProblem(state.problem + 1));
+  document.addEventListener("keydown", (event) => {
+    if (event.altKey || event.ctrlKey || event.metaKey || !state.problems.length) return;
+    const target = event.target;
+    if (target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName))) return;
+    if (event.key === "n") goProblem(state.problem + 1);
+    else if (event.key === "p") goProblem(state.problem - 1);
+    else return;
+    event.preventDefault();
+  });
 }
 
 function fact(label, value, id) {
@@ -128,11 +236,7 @@ function poll() {
   state.polling = true;
   const interval = Math.min(5000, 1000 + state.events.length / 5); // bigger runs refresh slower
   state.timer = setTimeout(async () => {
-    try {
-      await load();
-    } catch {
-      /* shown by load */
-    }
+    await load(); // a failure is shown by load
     if (OPEN.has(state.run.status)) poll();
     else state.polling = false;
   }, interval);
@@ -228,6 +332,9 @@ function wireActions() {
   const kill = document.getElementById("kill-worker");
   if (kill) {
     kill.addEventListener("click", async () => {
+      const step = state.model ? state.model.steps.find((s) => s.current) : null;
+      const what = step ? `step ${step.name} #${step.cmd}` : "its current step";
+      if (!confirm(`SIGKILL the worker running ${what} of ${workflowId}? The attempt is retried on another worker.`)) return;
       try {
         const answer = await api(`${runPath(workflowId)}/kill-worker`, { method: "POST", body: { via: "ui" } });
         toast(`Killed worker ${answer && answer.worker_id ? answer.worker_id : ""}: its attempt will be retried on another worker`);
@@ -282,11 +389,11 @@ async function showLineage() {
     ),
     el("h3", {}, `Messages received (${m.messages.length})`),
     m.messages.length
-      ? el("table", { class: "grid", id: "lineage-messages" }, el("thead", {}, el("tr", {}, ...["Time", "Name", "Sender", "Payload"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, m.messages.map((msg) => el("tr", {}, el("td", {}, fmtTime(msg.at)), el("td", {}, msg.name), el("td", {}, senderLink(msg)), el("td", {}, el("code", {}, json(msg.payload, 0)))))))
+      ? el("table", { class: "grid", id: "lineage-messages" }, el("thead", {}, el("tr", {}, ...["Time", "Name", "Sender", "Payload"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, m.messages.map((msg) => el("tr", {}, el("td", {}, timeEl(msg.at)), el("td", {}, msg.name), el("td", {}, senderLink(msg)), el("td", {}, el("code", {}, json(msg.payload, 0)))))))
       : el("p", { class: "muted" }, "None."),
     el("h3", {}, `Messages sent (${m.sent.length})`),
     m.sent.length
-      ? el("table", { class: "grid" }, el("thead", {}, el("tr", {}, ...["Time", "To", "Name", "Outcome"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, m.sent.map((s) => el("tr", {}, el("td", {}, fmtTime(s.at)), el("td", {}, el("a", { href: runHref(s.to) }, s.to)), el("td", {}, s.name), el("td", {}, s.delivered || "pending")))))
+      ? el("table", { class: "grid" }, el("thead", {}, el("tr", {}, ...["Time", "To", "Name", "Outcome"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, m.sent.map((s) => el("tr", {}, el("td", {}, timeEl(s.at)), el("td", {}, el("a", { href: runHref(s.to) }, s.to)), el("td", {}, s.name), el("td", {}, s.delivered || "pending")))))
       : el("p", { class: "muted" }, "None."),
   );
 }

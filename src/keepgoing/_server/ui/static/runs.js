@@ -1,7 +1,10 @@
-// The runs list: filters, pages, counts by status, blocked and waiting runs
-// flagged, and live updates (SSE when the server streams runs, else a refresh).
+// The runs list: filters, pages, counts by status and by trouble, each run's trouble
+// markers (worker lost ×2, retried ×9, waiting for review: counted by the store) and
+// live updates (SSE when the server streams runs, else a refresh). Times follow the
+// header's setting, and the "Created" inputs are read in the zone they are labelled with.
 
-import { api, ApiError, can, clear, el, fmtDur, fmtTime, offers, report, runHref, runPath, statusBadge, toast } from "./api.js";
+import { api, ApiError, can, clear, el, fmtDur, markerChips, offers, report, runBadge, runHref, runPath, timeEl, toast } from "./api.js";
+import { fromInput, toInput, zoneLabel } from "./time.js";
 
 const form = document.getElementById("filters");
 const body = document.getElementById("runs-body");
@@ -16,6 +19,7 @@ async function features() {
       cursor: await offers("/api/v1/runs", "cursor"),
       since: await offers("/api/v1/runs", "since"),
       q: await offers("/api/v1/runs", "q"),
+      trouble: await offers("/api/v1/runs", "trouble"),
       counts: await offers("/api/v1/run-counts"),
       stream: await offers("/api/v1/stream/runs"),
     };
@@ -26,12 +30,11 @@ async function features() {
 function filters() {
   const data = new FormData(form);
   const get = (k) => String(data.get(k) || "").trim();
-  return { status: get("status"), workflow: get("workflow"), since: get("since"), until: get("until"), id: get("id"), q: get("q"), revision: get("revision"), needs_patch: get("needs_patch") };
-}
-
-function seconds(local) {
-  const t = new Date(local).getTime();
-  return Number.isNaN(t) ? null : String(t / 1000);
+  const at = (k) => {
+    const t = fromInput(get(k));
+    return t === null ? "" : String(t);
+  };
+  return { status: get("status"), trouble: get("trouble"), workflow: get("workflow"), since: at("since"), until: at("until"), id: get("id"), q: get("q"), revision: get("revision"), needs_patch: get("needs_patch") };
 }
 
 async function listQuery(f, position) {
@@ -39,11 +42,10 @@ async function listQuery(f, position) {
   const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
   if (f.status) q.set("status", f.status);
   if (f.workflow) q.set("workflow", f.workflow);
-  const since = f.since ? seconds(f.since) : null;
-  const until = f.until ? seconds(f.until) : null;
-  if (since) q.set(has.since ? "since" : "created_after", since);
-  if (until) q.set(has.since ? "until" : "created_before", until);
+  if (f.since) q.set(has.since ? "since" : "created_after", f.since);
+  if (f.until) q.set(has.since ? "until" : "created_before", f.until);
   if (f.q && has.q) q.set("q", f.q);
+  if (f.trouble && has.trouble) q.set("trouble", f.trouble);
   if (f.revision) q.set("revision", f.revision);
   if (f.needs_patch) q.set("needs_patch", f.needs_patch);
   if (position !== null && position !== undefined) q.set(has.cursor ? "cursor" : "offset", String(position));
@@ -80,6 +82,7 @@ async function load(position = null) {
     state.next = more;
     next.disabled = more === null;
     render(runs);
+    document.getElementById("runs-table").dataset.shown = location.search; // drawn for this query
   } catch (error) {
     if (asked !== state.asked) return;
     clear(body, el("tr", {}, el("td", { colspan: "7", class: "error", role: "alert" }, error.message)));
@@ -96,8 +99,9 @@ function render(runs) {
 }
 
 function row(r) {
-  const flags = [];
-  if (r.waiting_for) flags.push(el("span", { class: "flag waiting", title: r.waiting_for }, "⏳ waiting for a worker"));
+  // The markers the server worded; the status column already says blocked or waiting.
+  const flags = markerChips(r.markers, { skip: ["blocked", "waiting_for_review"] });
+  if (r.waiting_for) flags.push(el("span", { class: "flag waiting", title: r.waiting_for }, "◷ waiting for a worker"));
   if (r.status === "blocked") {
     flags.push(el("details", { class: "flag blocked" }, el("summary", {}, "⚠ blocked: show the diff"), el("pre", { class: "code" }, r.blocked_reason || "")));
   }
@@ -118,14 +122,14 @@ function row(r) {
   const ended = r.ended_at ?? null;
   return el(
     "tr",
-    { dataset: { workflowId: r.workflow_id, status: r.status } },
-    el("td", {}, r.workflow_name),
-    el("td", {}, el("a", { href: runHref(r.workflow_id, r.run_id), class: "run-link" }, r.workflow_id)),
-    el("td", {}, statusBadge(r.status)),
-    el("td", {}, fmtTime(r.created_at)),
-    el("td", {}, ended ? fmtDur(ended - r.created_at) : "—"),
-    el("td", {}, flags),
-    el("td", {}, actions),
+    { dataset: { workflowId: r.workflow_id, status: r.status, state: r.state || r.status } },
+    el("td", { class: "c-status", dataset: { label: "Status" } }, runBadge(r)),
+    el("td", { class: "c-name", dataset: { label: "Workflow" } }, r.workflow_name),
+    el("td", { class: "c-id", dataset: { label: "Id" } }, el("a", { href: runHref(r.workflow_id, r.run_id), class: "run-link" }, r.workflow_id)),
+    el("td", { class: "c-trouble", dataset: { label: "Trouble" } }, flags),
+    el("td", { class: "c-created", dataset: { label: "Created" } }, timeEl(r.created_at)),
+    el("td", { class: "c-took", dataset: { label: "Duration" } }, ended ? fmtDur(ended - r.created_at) : "—"),
+    el("td", { class: "c-actions" }, actions),
   );
 }
 
@@ -133,7 +137,14 @@ async function loadCounts() {
   if (!(await features()).counts) return;
   try {
     const data = await api("/api/v1/run-counts");
-    for (const node of document.querySelectorAll("[data-count]")) node.textContent = String(data.counts[node.dataset.count] ?? 0);
+    for (const node of document.querySelectorAll("#counts [data-count]")) node.textContent = String(data.counts[node.dataset.count] ?? 0);
+    const trouble = data.trouble || {};
+    document.getElementById("trouble-counts").hidden = !("worker_lost" in trouble);
+    for (const node of document.querySelectorAll("[data-trouble-count]")) {
+      const n = trouble[node.dataset.troubleCount] ?? 0;
+      node.textContent = String(n);
+      node.parentElement.classList.toggle("none", n === 0);
+    }
   } catch {
     /* the counts stay as rendered */
   }
@@ -149,8 +160,10 @@ function restore() {
   const q = new URLSearchParams(location.search);
   for (const [k, v] of q) {
     const input = form.elements.namedItem(k);
-    if (input) input.value = v;
+    // The URL keeps instants as UNIX seconds, so it means the same in every zone.
+    if (input) input.value = k === "since" || k === "until" ? toInput(Number(v)) : v;
   }
+  for (const node of document.querySelectorAll(".zone-label")) node.textContent = `(${zoneLabel()})`;
 }
 
 async function live() {
@@ -204,7 +217,8 @@ document.getElementById("first-page").addEventListener("click", () => {
 });
 for (const button of document.querySelectorAll(".count")) {
   button.addEventListener("click", () => {
-    form.elements.namedItem("status").value = button.dataset.status;
+    if (button.dataset.status) form.elements.namedItem("status").value = button.dataset.status;
+    if (button.dataset.trouble) form.elements.namedItem("trouble").value = button.dataset.trouble;
     load(null);
   });
 }

@@ -1,17 +1,33 @@
 // The timeline: a row per step (a bar per attempt) and per wait, virtualized so a
 // run of 10,000 events draws only the rows in view; long idle stretches collapse.
 
-import { el, clear, fmtDur, fmtTime } from "./api.js";
+import { el, clear, fmtClock, fmtDur } from "./api.js";
 import { bars } from "./model.js";
+
+// Each state: its legend entry, and the glyph its bars and step labels carry. Each kind of
+// retry has its own colour and its own shape (kg.css), so none reads as another.
+export const STATES = [
+  ["completed", "completed", ""],
+  ["error", "error, retried", "!"],
+  ["rate_limited", "rate-limited (429)", "429"],
+  ["timeout", "timed out", "◷"],
+  ["worker_lost", "worker lost", "✕"],
+  ["released", "handed back", "↩"],
+  ["uncertain", "uncertain", "?"],
+  ["running", "running", ""],
+  ["wait", "waiting", "‖"],
+];
+const GLYPH = Object.fromEntries(STATES.map(([k, , g]) => [k, g]));
 
 const ROW = 30; // px, fixed: the window of rows in view is computed from scrollTop
 const OVERSCAN = 8;
 const COLLAPSED_SHARE = 0.03; // each collapsed gap takes this share of the axis
 
 export class Timeline {
-  constructor(root, { onSelect } = {}) {
+  constructor(root, { onSelect, onLosses } = {}) {
     this.root = root;
     this.onSelect = onSelect || (() => {});
+    this.onLosses = onLosses || null; // the summary's worker losses lead to the first one
     this.collapse = true;
     this.selected = null;
     this.rows = [];
@@ -27,10 +43,10 @@ export class Timeline {
       el("label", { for: "tl-collapse", class: "check" }, toggle, " Collapse idle time"),
       this.summary,
       el(
-        "span",
-        { class: "legend", "aria-hidden": "true" },
-        ...["completed", "error", "timeout", "worker_lost", "running", "wait"].map((k) =>
-          el("span", { class: `key bar-${k}` }, k.replace("_", " ")),
+        "ul",
+        { class: "legend", id: "tl-legend", "aria-label": "Legend" },
+        ...STATES.map(([k, text, glyph]) =>
+          el("li", { dataset: { state: k } }, el("span", { class: `swatch bar bar-${k}`, "aria-hidden": "true" }, glyph), ` ${text}`),
         ),
       ),
     );
@@ -67,10 +83,14 @@ export class Timeline {
     if (!this.model) return;
     this.scale = makeScale(this.model, this.collapse);
     const losses = this.model.losses.length;
-    this.summary.textContent =
-      `${this.model.steps.length} steps · ${this.model.waits.length} waits · ${this.model.events.length} events` +
-      (losses ? ` · ${losses} worker loss${losses > 1 ? "es" : ""}` : "") +
-      (this.scale.collapsed ? ` · ${this.scale.collapsed} idle gap${this.scale.collapsed > 1 ? "s" : ""} collapsed` : "");
+    const lost = `${losses} worker loss${losses > 1 ? "es" : ""}`;
+    clear(
+      this.summary,
+      `${this.model.steps.length} steps · ${this.model.waits.length} waits · ${this.model.events.length} events`,
+      losses ? " · " : null,
+      losses && this.onLosses ? el("button", { type: "button", class: "link-button", id: "tl-losses", onclick: () => this.onLosses() }, lost) : losses ? lost : null,
+      this.scale.collapsed ? ` · ${this.scale.collapsed} idle gap${this.scale.collapsed > 1 ? "s" : ""} collapsed` : null,
+    );
     this.spacer.style.height = `${this.rows.length * ROW}px`;
     this.drawAxis();
     this.draw();
@@ -83,7 +103,7 @@ export class Timeline {
         nodes.push(el("span", { class: "tl-gap", style: `left:${pct(seg.x0)};width:${pct(seg.x1 - seg.x0)}`, title: `idle ${fmtDur(seg.t1 - seg.t0)}` }, `⋯ ${fmtDur(seg.t1 - seg.t0)}`));
       }
     }
-    nodes.push(el("span", { class: "tl-tick", style: "left:0" }, fmtTime(this.scale.t0).slice(11)));
+    nodes.push(el("span", { class: "tl-tick", style: "left:0" }, fmtClock(this.scale.t0)));
     nodes.push(el("span", { class: "tl-tick end", style: "right:0" }, `+${fmtDur(this.scale.t1 - this.scale.t0)}`));
     clear(this.axis, nodes);
   }
@@ -106,19 +126,24 @@ export class Timeline {
     let label;
     if (row.kind === "step") {
       const s = row.step;
-      const retries = s.attempts.filter((a) => a.outcome !== "completed").length;
+      // One mark per kind of failed attempt, with its own glyph and colour: a worker loss
+      // never looks like a 429 retry.
+      const kinds = new Map();
+      for (const a of s.attempts) if (a.kind && a.kind !== "completed") kinds.set(a.kind, (kinds.get(a.kind) || 0) + 1);
       label = el(
         "span",
-        { class: "tl-label" },
+        { class: "tl-label", title: s.name },
         el("span", { class: `dot s-${s.status}`, "aria-hidden": "true" }),
         `${s.name}`,
-        retries ? el("span", { class: "retry-mark", title: `${retries} failed attempt(s)` }, ` ↻${retries}`) : null,
-        s.reused ? el("span", { class: "reused-mark", title: "Replacement worker reused the saved output" }, " ♻") : null,
+        ...[...kinds].map(([kind, n]) => el("span", { class: `retry-mark k-${kind}`, title: `${n} attempt(s): ${kind.replace("_", " ")}`, dataset: { kind } }, ` ${GLYPH[kind] || "↻"}${n > 1 ? `×${n}` : ""}`)),
       );
-      for (const bar of bars(s)) track.append(this.bar(bar, s));
+      // One note per kind, beside its last bar ("429 ×2, retried"): notes never pile up.
+      const drawn = bars(s);
+      const lastOf = new Map(drawn.map((b, i) => [b.kind || b.outcome, i]));
+      drawn.forEach((bar, i) => track.append(...this.bar(bar, s, lastOf.get(bar.kind || bar.outcome) === i ? kinds.get(bar.kind) || 1 : 0)));
     } else {
       const w = row.wait;
-      label = el("span", { class: "tl-label wait" }, `⏸ ${w.label}`);
+      label = el("span", { class: "tl-label wait", title: w.label }, `‖ ${w.label}`);
       const end = w.end ?? w.openEnd ?? w.start;
       const [x0, x1] = [this.scale.x(w.start), this.scale.x(end)];
       track.append(
@@ -146,24 +171,37 @@ export class Timeline {
     return node;
   }
 
-  bar(bar, step) {
+  /** A bar, and for an attempt that did not complete a note beside it that says why:
+   * a bar of a few pixels has no room for its own label. */
+  bar(bar, step, noted = 1) {
     const x0 = this.scale.x(bar.start);
     const x1 = this.scale.x(bar.end ?? bar.start);
     const who = bar.worker ? ` on ${bar.worker}` : "";
+    const kind = bar.kind || bar.outcome;
     let text = "";
-    if (bar.outcome === "worker_lost") text = `✕ ${bar.why || "worker lost"}${bar.worker ? ` · ${bar.worker}` : ""}`;
-    else if (bar.outcome === "timeout") text = "⏱ timeout";
-    else if (bar.outcome === "error") text = `! ${bar.error ? bar.error.type : "error"}`;
-    return el(
+    if (kind === "worker_lost") text = `${bar.why || "worker lost"}${bar.worker ? ` · ${bar.worker}` : ""}`;
+    else if (kind === "timeout") text = "timed out";
+    else if (kind === "rate_limited") text = `429${noted > 1 ? ` ×${noted}` : ""}, retried`;
+    else if (kind === "error") text = `${bar.error ? bar.error.type.split(".").pop() : "error"}${noted > 1 ? ` ×${noted}` : ""}`;
+    else if (kind === "uncertain") text = "uncertain: waits for review";
+    else if (kind === "released") text = "handed back";
+    const title = `${step.name} attempt ${bar.n}${who}: ${bar.why || (bar.error ? `${bar.error.type}: ${bar.error.message}` : kind.replace("_", " "))}, ${fmtDur((bar.end ?? bar.start) - bar.start)}`;
+    const node = el(
       "span",
       {
-        class: `bar bar-${bar.outcome}`,
+        class: `bar bar-${kind}`,
         style: `left:${pct(x0)};width:${pct(Math.max(x1 - x0, 0.004))}`,
-        title: `${step.name} attempt ${bar.n}${who}: ${bar.why || bar.outcome.replace("_", " ")}, ${fmtDur((bar.end ?? bar.start) - bar.start)}`,
-        dataset: { outcome: bar.outcome, attempt: String(bar.n), worker: bar.worker || "", cause: bar.cause || "" },
+        title,
+        dataset: { outcome: bar.outcome, kind, attempt: String(bar.n), worker: bar.worker || "", cause: bar.cause || "" },
       },
-      text,
+      GLYPH[kind] || "",
+      text ? el("span", { class: "sr-only" }, ` ${text}`) : null,
     );
+    if (!text || !noted) return [node];
+    // Beside the bar, on the side with room (the right, unless the bar ends late).
+    const right = x1 < 0.7;
+    const note = el("span", { class: `bar-note k-${kind}`, style: right ? `left:${pct(x1)}` : `right:${pct(1 - x0)}`, "aria-hidden": "true", title }, text);
+    return [node, note];
   }
 
   key(event) {
@@ -193,10 +231,14 @@ export class Timeline {
     if (row.kind === "step") this.onSelect(row.step, open);
   }
 
-  /** Select the step with this cmd (e.g. from the URL or replay). */
-  selectCmd(cmd) {
+  /** Select the step with this cmd (e.g. from the URL, a problem, replay); scrolls its
+   * row into the middle of the view. False when the run has no such step. */
+  selectCmd(cmd, { center = false } = {}) {
     const index = this.rows.findIndex((r) => r.kind === "step" && r.step.cmd === cmd);
-    if (index >= 0) this.select(index, true);
+    if (index < 0) return false;
+    if (center) this.view.scrollTop = Math.max(0, index * ROW - this.view.clientHeight / 2 + ROW / 2);
+    this.select(index, true);
+    return true;
   }
 }
 

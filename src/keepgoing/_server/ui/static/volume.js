@@ -1,7 +1,8 @@
-// One volume's ref: its versions (who wrote each: run, step, attempt), its files at
-// any version, a diff between two versions, and Roll back (volumes.write).
+// One volume's ref: its versions in a compact list filtered by file or text (who wrote
+// each: run, step, attempt), the compare controls beside the list with the diff in
+// view, its files at any version, and Roll back (volumes.write).
 
-import { api, can, clear, el, enc, fmtTime, page, report, toast, volumeHref } from "./api.js";
+import { api, can, clear, el, enc, page, report, timeEl, toast, volumeHref } from "./api.js";
 
 const { name, ref } = page().page;
 const state = { versions: [], version: Number(page().page.version) || null, chosen: [] };
@@ -12,43 +13,88 @@ async function loadVersions() {
     const data = await api(`${base}/versions?${new URLSearchParams({ ref, limit: "1000" })}`);
     state.versions = data.versions.slice().reverse(); // newest first
     if (state.version === null && state.versions.length) state.version = state.versions[0].id;
+    fileChoices();
     renderVersions();
+    renderChosen();
     await loadFiles();
   } catch (error) {
     clear(document.getElementById("versions-body"), el("tr", {}, el("td", { colspan: "6", class: "error", role: "alert" }, error.message)));
   }
 }
 
+function fileChoices() {
+  const select = document.getElementById("v-file");
+  const kept = select.value;
+  const paths = [...new Set(state.versions.flatMap((v) => v.paths))].sort();
+  clear(select, el("option", { value: "" }, "every file"), paths.map((p) => el("option", { value: p }, p)));
+  select.value = paths.includes(kept) ? kept : "";
+}
+
+function shown() {
+  const needle = document.getElementById("v-filter").value.trim().toLowerCase();
+  const file = document.getElementById("v-file").value;
+  return state.versions.filter((v) => {
+    if (file && !v.paths.includes(file)) return false;
+    if (!needle) return true;
+    const text = `v${v.id} ${v.paths.join(" ")} ${v.run_id || ""} step #${v.step ?? ""} ${v.message || ""}`.toLowerCase();
+    return text.includes(needle);
+  });
+}
+
+function choose(ids) {
+  state.chosen = ids.slice(-2);
+  renderVersions();
+  renderChosen();
+}
+
 function renderVersions() {
   const head = state.versions.length ? state.versions[0].id : null;
+  const found = shown();
+  document.getElementById("versions-title").textContent = found.length === state.versions.length ? `Versions (${state.versions.length})` : `Versions (${found.length} of ${state.versions.length})`;
+  const older = new Map(state.versions.map((v, i) => [v.id, state.versions[i + 1] ? state.versions[i + 1].id : null]));
   clear(
     document.getElementById("versions-body"),
-    state.versions.map((v) => {
-      const pick = el("input", { type: "checkbox", "aria-label": `Compare version ${v.id}`, checked: state.chosen.includes(v.id), dataset: { version: String(v.id) } });
-      pick.addEventListener("change", () => {
-        state.chosen = pick.checked ? [...state.chosen, v.id].slice(-2) : state.chosen.filter((x) => x !== v.id);
-        renderVersions();
-      });
-      const actions = [];
-      if (can("volumes.write") && v.id !== head) {
-        const button = el("button", { type: "button", class: "small rollback", "aria-label": `Roll back to version ${v.id}`, dataset: { version: String(v.id) } }, "Roll back");
-        button.addEventListener("click", () => rollback(v.id));
-        actions.push(button);
-      }
-      const who = v.run_id ? el("span", {}, el("a", { href: `/run?${new URLSearchParams({ run: v.run_id })}`, class: "writer", dataset: { runId: v.run_id } }, `run ${v.run_id.slice(0, 12)}`), ` step #${v.step} attempt ${v.attempt}`) : el("span", { class: "muted" }, v.message || "outside a task");
-      return el(
-        "tr",
-        { class: v.id === state.version ? "current" : "", dataset: { version: String(v.id) } },
-        el("td", {}, el("a", { href: volumeHref(name, v.id, ref), class: "version-link", "aria-current": v.id === state.version ? "true" : null, dataset: { version: String(v.id) } }, `v${v.id}`), v.id === head ? el("span", { class: "muted" }, " (newest)") : null),
-        el("td", {}, who),
-        el("td", {}, fmtTime(v.created_at)),
-        el("td", {}, v.paths.join(", ")),
-        el("td", {}, pick),
-        el("td", {}, actions),
-      );
-    }),
+    found.length
+      ? found.map((v) => {
+          const pick = el("input", { type: "checkbox", "aria-label": `Compare version ${v.id}`, checked: state.chosen.includes(v.id), dataset: { version: String(v.id) } });
+          pick.addEventListener("change", () => choose(pick.checked ? [...state.chosen, v.id] : state.chosen.filter((x) => x !== v.id)));
+          const actions = [];
+          const previous = older.get(v.id);
+          if (previous !== null) {
+            const vs = el("button", { type: "button", class: "small vs-previous", "aria-label": `Compare version ${v.id} with version ${previous}`, dataset: { version: String(v.id) } }, "vs previous");
+            vs.addEventListener("click", () => {
+              choose([previous, v.id]);
+              showDiff();
+            });
+            actions.push(vs);
+          }
+          if (can("volumes.write") && v.id !== head) {
+            const button = el("button", { type: "button", class: "small rollback", "aria-label": `Roll back to version ${v.id}`, dataset: { version: String(v.id) } }, "Roll back");
+            button.addEventListener("click", () => rollback(v.id));
+            actions.push(button);
+          }
+          const who = v.run_id ? el("span", {}, el("a", { href: `/run?${new URLSearchParams({ run: v.run_id })}`, class: "writer", dataset: { runId: v.run_id }, title: v.run_id }, `run ${v.run_id.slice(0, 12)}`), ` step #${v.step} attempt ${v.attempt}`) : el("span", { class: "muted" }, v.message || "outside a task");
+          return el(
+            "tr",
+            { class: `${v.id === state.version ? "current" : ""}${state.chosen.includes(v.id) ? " chosen" : ""}`, dataset: { version: String(v.id) } },
+            el("td", {}, pick),
+            el("td", {}, el("a", { href: volumeHref(name, v.id, ref), class: "version-link", "aria-current": v.id === state.version ? "true" : null, dataset: { version: String(v.id) } }, `v${v.id}`), v.id === head ? el("span", { class: "muted" }, " (newest)") : null),
+            el("td", {}, timeEl(v.created_at)),
+            el("td", {}, who),
+            el("td", { class: "paths", title: v.paths.join(", ") }, v.paths.join(", ")),
+            el("td", { class: "row-actions" }, actions),
+          );
+        })
+      : el("tr", {}, el("td", { colspan: "6", class: "muted" }, "No version matches the filter.")),
   );
   document.getElementById("diff-selected").disabled = state.chosen.length !== 2;
+  document.getElementById("diff-clear").disabled = state.chosen.length === 0;
+}
+
+function renderChosen() {
+  const [a, b] = [...state.chosen].sort((x, y) => x - y);
+  document.getElementById("compare-chosen").textContent =
+    state.chosen.length === 2 ? `v${a} → v${b}` : state.chosen.length === 1 ? `v${state.chosen[0]} and… tick one more.` : "Tick two versions in the list, or use “vs previous” on one.";
 }
 
 async function loadFiles() {
@@ -67,7 +113,7 @@ async function loadFiles() {
         ? data.files.map((f) => {
             const button = el("button", { type: "button", class: "link-button", dataset: { path: f.path } }, f.path);
             button.addEventListener("click", () => showFile(f.path));
-            return el("li", {}, button, el("span", { class: "muted" }, ` ${f.size} bytes · ${fmtTime(f.updated_at)}`));
+            return el("li", {}, button, el("span", { class: "muted" }, ` ${f.size} bytes · `, timeEl(f.updated_at)));
           })
         : el("li", { class: "muted" }, "No files at this version."),
     );
@@ -122,4 +168,10 @@ async function rollback(version) {
 }
 
 document.getElementById("diff-selected").addEventListener("click", showDiff);
+document.getElementById("diff-clear").addEventListener("click", () => {
+  document.getElementById("vol-diff").hidden = true;
+  choose([]);
+});
+document.getElementById("v-filter").addEventListener("input", renderVersions);
+document.getElementById("v-file").addEventListener("change", renderVersions);
 loadVersions();

@@ -1,7 +1,8 @@
-// Workers: live workers (what they serve, their heartbeat), queues and their depth.
-// Worker groups and the gateway's usage appear once the server offers them.
+// Workers: live workers (what they serve, their heartbeat), the workers the store
+// marked lost (when and why; no Kill), queues and their depth. Worker groups and the
+// gateway's usage appear once the server offers them.
 
-import { api, can, clear, el, fmtDur, offers, report, toast } from "./api.js";
+import { api, can, clear, el, fmtDur, offers, report, timeEl, toast } from "./api.js";
 
 async function load() {
   try {
@@ -36,12 +37,30 @@ async function load() {
               el("td", {}, `${w.host} / ${w.pid}`),
               el("td", {}, w.queues.join(", ")),
               el("td", {}, (w.info.workflows || []).join(", ")),
-              el("td", { class: age > 5 ? "error" : "" }, `${fmtDur(Math.max(0, age))} ago`),
+              el("td", { class: age > 5 ? "error" : "", title: "a worker past its heartbeat deadline moves to Lost" }, `${fmtDur(Math.max(0, age))} ago`),
               el("td", {}, running),
               el("td", {}, actions),
             );
           })
         : el("tr", {}, el("td", { colspan: "7", class: "muted" }, "No worker is running. Start one: keepgoing worker app.py")),
+    );
+    const lost = workers.lost || [];
+    clear(
+      document.getElementById("lost-body"),
+      lost.length
+        ? lost.map((w) =>
+            el(
+              "tr",
+              { dataset: { lostWorker: w.worker_id } },
+              el("td", {}, el("code", {}, w.worker_id)),
+              el("td", {}, `${w.host} / ${w.pid}`),
+              el("td", {}, w.queues.join(", ")),
+              el("td", {}, timeEl(w.lost_at)),
+              el("td", { class: "why" }, w.lost_reason || "—"),
+              el("td", {}, timeEl(w.heartbeat_at)),
+            ),
+          )
+        : el("tr", {}, el("td", { colspan: "6", class: "muted" }, "No worker was lost in the last day.")),
     );
     clear(
       document.getElementById("queues-body"),
@@ -116,6 +135,7 @@ async function extras() {
 
 load();
 extras();
+// A replacement shows up as soon as it registers; a lost worker moves within a sweep.
 setInterval(() => {
   if (!document.hidden) load();
-}, 3000);
+}, 1500);
