@@ -97,6 +97,8 @@ def deploy(
     sandbox: Sandbox, client: keepgoing.Client, source: Path, **options: object
 ) -> keepgoing.WorkflowWorker:
     options.setdefault("shutdown_delay_seconds", 0.5)
+    # A replica gets its group's env and nothing of the autoscaler's: the effects folder too.
+    options["env"] = {"KG_TEST_DIR": sandbox.env()["KG_TEST_DIR"], **dict(options.get("env") or {})}  # type: ignore[call-overload]
     return keepgoing.deploy_workflow_worker(source, name=GROUP, client=client, **options)  # type: ignore[arg-type]
 
 

@@ -21,6 +21,7 @@ import uvicorn
 from starlette.responses import JSONResponse, Response
 
 from keepgoing._gateway.config import GatewayConfig, load_config
+from keepgoing._procinfo import refuse_inspection
 from keepgoing._server.app import create_app
 from keepgoing._server.defaults import (
     DEFAULT_HOST,
@@ -109,6 +110,9 @@ def run_server(options: ServeOptions, *, stop: threading.Event | None = None) ->
             missing database), or stayed away past ``connect_timeout``.
     """
     configure_logging(json_lines=options.log_json, verbose=options.verbose)
+    # Replicas of deployed groups run as this user: they must not read this process's
+    # environment (provider keys, the secret key, the store URL) through /proc.
+    refuse_inspection()
     check_bind(options.host, options.port, options.auth)
     gateway = load_config(options.gateway_config)
     store = store_from_url(options.store)
