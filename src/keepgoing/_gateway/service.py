@@ -2,7 +2,12 @@
 
 One :class:`Gateway` serves the HTTP routes of a server, or a task's calls
 in-process. A call is admitted when its model resolves, the key may use it,
-and the key's usage (read from the ledger) is under every limit; then its
+and the key's usage is under every limit. For a key with limits, admission is
+one store transaction that checks the usage and *reserves* the call (a
+``pending`` ledger row holding its estimated tokens and its most expensive
+target's cost), so concurrent calls take turns and a limit of three admits
+three; the row is settled with the real figures when the call ends, and a call
+that fails releases its reservation (its row settles with no cost). Then its
 targets (the model, then its fallbacks) are tried in order, moving on after a
 429, a 5xx, a timeout, a failed connection or a stream cut before anything
 reached the caller. Every call, refused or failed ones too, gets a ledger row.
@@ -13,23 +18,32 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from keepgoing import _tracing as tracing
 from keepgoing._clock import Clock, system_clock
 from keepgoing._gateway.cassette import Cassette, cassette_key
 from keepgoing._gateway.config import GatewayConfig, ProviderConfig, Target
 from keepgoing._gateway.ledger import Caller, estimate_tokens, kept, new_call_id, refused_row
-from keepgoing._gateway.limits import check_model, check_usage, has_usage_limits
+from keepgoing._gateway.limits import check_model, has_usage_limits, refusal
 from keepgoing._gateway.providers import Provider, ProviderError, make_provider
-from keepgoing._gateway.requests import ChatRequest, chat_request, embed_request
+from keepgoing._gateway.requests import (
+    ChatRequest,
+    EmbedRequest,
+    chat_request,
+    chat_reservation,
+    embed_request,
+)
 from keepgoing._gateway.stream import Relay, meaningful, replayed
 from keepgoing._store.gateway_protocol import GatewayCall
 from keepgoing._store.protocol import Store
-from keepgoing.errors import BudgetExceededError, GatewayError
+from keepgoing.errors import GatewayError, KeepgoingError
 
 __all__ = ["Gateway"]
+
+T = TypeVar("T")
 
 
 class Gateway:
@@ -91,30 +105,111 @@ class Gateway:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _admit(self, model: str, caller: Caller, operation: str, t0: float) -> list[Target]:
+    async def _admit(
+        self, model: str, caller: Caller, operation: str, t0: float, reserve: tuple[int, int]
+    ) -> tuple[list[Target], Caller]:
+        """The call's targets, and its caller with the reservation's id once it is admitted
+        (``reserve``: the input and output tokens to hold against the key's limits)."""
         created = self.clock.now()
         try:
             targets = self.config.resolve(model)
             check_model(caller.key, model)
-            if caller.key is not None and has_usage_limits(caller.key) and self.store is not None:
-                usage = caller.usage
-                if usage is None:
-                    usage = await self.store.gateway_key_usage(caller.key_id, created)
-                check_usage(caller.key, usage, created)
         except KeyError:
-            raise GatewayError(
+            error = GatewayError(
                 f"the model {model!r} does not exist; models: "
                 f"{', '.join(self.config.model_names())} (or <provider>/<model> of "
                 f"{', '.join(sorted(self.config.providers))})",
                 status=404,
                 error_code="model_not_found",
                 param="model",
-            ) from None
-        except (BudgetExceededError, GatewayError) as exc:
-            latency = time.perf_counter() - t0
-            await self.record(refused_row(caller, operation, model, str(exc), created, latency))
+            )
+            await self._refused(caller, operation, model, error, created, t0)
+            raise error from None
+        except GatewayError as exc:
+            await self._refused(caller, operation, model, exc, created, t0)
             raise
-        return targets
+        if caller.key is None or not has_usage_limits(caller.key) or self.store is None:
+            return targets, caller
+        tokens_in, tokens_out = reserve
+        held = GatewayCall(
+            call_id=new_call_id(),
+            operation=operation,
+            model_asked=model,
+            model_answered=None,
+            provider=None,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost=max(t.price.cost(tokens_in, tokens_out) for t in targets),
+            latency=0.0,
+            ttft=None,
+            status="pending",
+            created_at=created,
+            **caller.stamp(),
+        )
+        refused = await self.store.reserve_gateway_call(
+            held, created, lambda key, usage: refusal(key, usage, created)
+        )
+        if refused is not None:
+            raise refused
+        return targets, replace(caller, call_id=held.call_id)
+
+    async def _refused(
+        self,
+        caller: Caller,
+        operation: str,
+        model: str,
+        error: GatewayError,
+        created: float,
+        t0: float,
+    ) -> None:
+        latency = time.perf_counter() - t0
+        await self.record(refused_row(caller, operation, model, str(error), created, latency))
+
+    async def _release(
+        self, caller: Caller, operation: str, model: str, created: float, t0: float, why: str
+    ) -> None:
+        """Settle the reservation of a call that ended in an error nothing recorded, with
+        no cost (it spent nothing the gateway knows of)."""
+        if caller.call_id is None:
+            return
+        row = GatewayCall(
+            call_id=caller.call_id,
+            operation=operation,
+            model_asked=model,
+            model_answered=None,
+            provider=None,
+            input_tokens=0,
+            output_tokens=0,
+            cost=0.0,
+            latency=time.perf_counter() - t0,
+            ttft=None,
+            status="error",
+            created_at=created,
+            error=why[:2000],
+            tries=0,
+            **caller.stamp(),
+        )
+        try:
+            await self.record(row)
+        except KeepgoingError:  # already settled, or the store is away: nothing to add
+            return
+
+    async def _releasing(
+        self, work: Awaitable[T], caller: Caller, operation: str, model: str, t0: float
+    ) -> T:
+        """``await work``; if it raises, the call's reservation is released (from a task
+        of its own: the caller may be cancelled). A row already settled stays as it is."""
+        try:
+            return await work
+        except BaseException as exc:
+            if caller.call_id is not None:
+                why = str(exc) or type(exc).__name__
+                task = asyncio.get_running_loop().create_task(
+                    self._release(caller, operation, model, self.clock.now(), t0, why)
+                )
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            raise
 
     def _span_attributes(self, operation: str, model: str, caller: Caller) -> dict[str, Any]:
         return {
@@ -151,7 +246,7 @@ class Gateway:
             error_code=code,
         )
         row = GatewayCall(
-            call_id=new_call_id(),
+            call_id=caller.row_id(),
             operation=operation,
             model_asked=model,
             model_answered=None,
@@ -207,7 +302,16 @@ class Gateway:
         """
         request = chat_request(body)
         t0 = time.perf_counter()
-        targets = await self._admit(request.model, caller, "chat", t0)
+        targets, caller = await self._admit(
+            request.model, caller, "chat", t0, chat_reservation(request)
+        )
+        return await self._releasing(
+            self._chat(request, caller, targets, t0), caller, "chat", request.model, t0
+        )
+
+    async def _chat(
+        self, request: ChatRequest, caller: Caller, targets: list[Target], t0: float
+    ) -> tuple[dict[str, Any], GatewayCall]:
         created = self.clock.now()
         current = tracing.start(
             f"chat {request.model}",
@@ -225,7 +329,7 @@ class Gateway:
         message = (answer.get("choices") or [{}])[0].get("message") or {}
         input_tokens, output_tokens = _usage(answer, request, message.get("content") or "")
         row = GatewayCall(
-            call_id=new_call_id(),
+            call_id=caller.row_id(),
             operation="chat",
             model_asked=request.model,
             model_answered=str(answer.get("model") or target.model),
@@ -266,7 +370,16 @@ class Gateway:
         """
         request = chat_request(body)
         t0 = time.perf_counter()
-        targets = await self._admit(request.model, caller, "chat", t0)
+        targets, caller = await self._admit(
+            request.model, caller, "chat", t0, chat_reservation(request)
+        )
+        return await self._releasing(
+            self._stream(request, caller, targets, t0), caller, "chat", request.model, t0
+        )
+
+    async def _stream(
+        self, request: ChatRequest, caller: Caller, targets: list[Target], t0: float
+    ) -> AsyncIterator[bytes]:
         created = self.clock.now()
         current = tracing.start(
             f"chat {request.model}",
@@ -319,7 +432,15 @@ class Gateway:
         """Embeddings and their ledger row (raises as :meth:`chat`)."""
         request = embed_request(body)
         t0 = time.perf_counter()
-        targets = await self._admit(request.model, caller, "embeddings", t0)
+        reserve = (estimate_tokens([{"content": request.body["input"]}], "")[0], 0)
+        targets, caller = await self._admit(request.model, caller, "embeddings", t0, reserve)
+        return await self._releasing(
+            self._embed(request, caller, targets, t0), caller, "embeddings", request.model, t0
+        )
+
+    async def _embed(
+        self, request: EmbedRequest, caller: Caller, targets: list[Target], t0: float
+    ) -> tuple[dict[str, Any], GatewayCall]:
         created = self.clock.now()
         current = tracing.start(
             f"embeddings {request.model}",
@@ -342,7 +463,7 @@ class Gateway:
         if tokens is None:
             tokens = estimate_tokens([{"content": inputs}], "")[0]
         row = GatewayCall(
-            call_id=new_call_id(),
+            call_id=caller.row_id(),
             operation="embeddings",
             model_asked=request.model,
             model_answered=str(answer.get("model") or target.model),
