@@ -120,10 +120,13 @@ def test_one_token_cannot_hold_every_stream(stack: Stack, admin: httpx.Client) -
     greedy = stack.token("greedy-streams", "runs.read")
     other = stack.token("other-streams", "runs.read")
     with contextlib.ExitStack() as held, stack.api(greedy) as api, stack.api(other) as api2:
+        reading = []  # each line iterator kept: a dropped one closes its stream
         for _ in range(PER_TOKEN):
             response = held.enter_context(api.stream("GET", "/api/v1/stream/runs", timeout=STREAM))
             assert response.status_code == 200
-            next(response.iter_lines())
+            lines = response.iter_lines()
+            next(lines)
+            reading.append(lines)
         refused = api.get("/api/v1/stream/runs", timeout=STREAM)
         assert refused.status_code == 429 and refused.json()["code"] == "too_many_streams"
         with api2.stream("GET", "/api/v1/stream/runs", timeout=STREAM) as fine:
