@@ -10,7 +10,7 @@ from typing import Any
 from keepgoing._gateway.providers.scripted import count_tokens
 from keepgoing._store.gateway_protocol import GatewayCall, GatewayKey
 
-__all__ = ["Caller", "estimate_tokens", "kept", "new_call_id"]
+__all__ = ["Caller", "costless_row", "estimate_tokens", "kept", "new_call_id"]
 
 
 @dataclass(frozen=True)
@@ -82,11 +82,19 @@ def estimate_tokens(messages: list[dict[str, Any]], answer_text: str) -> tuple[i
     return prompt, count_tokens(answer_text)
 
 
-def refused_row(
-    caller: Caller, operation: str, model: str, error: str, created: float, latency: float
+def costless_row(
+    caller: Caller,
+    operation: str,
+    model: str,
+    error: str,
+    created: float,
+    latency: float,
+    status: str = "refused",
 ) -> GatewayCall:
+    """The row of a call that cost nothing: refused before any provider was called, or
+    (``status="error"``) one whose reservation is released after it failed."""
     return GatewayCall(
-        call_id=new_call_id(),
+        call_id=caller.row_id(),
         operation=operation,
         model_asked=model,
         model_answered=None,
@@ -96,9 +104,9 @@ def refused_row(
         cost=0.0,
         latency=latency,
         ttft=None,
-        status="refused",
+        status=status,
         created_at=created,
-        error=error,
+        error=error[:2000],
         tries=0,
         **caller.stamp(),
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -26,7 +26,7 @@ from keepgoing import _tracing as tracing
 from keepgoing._clock import Clock, system_clock
 from keepgoing._gateway.cassette import Cassette, cassette_key
 from keepgoing._gateway.config import GatewayConfig, ProviderConfig, Target
-from keepgoing._gateway.ledger import Caller, estimate_tokens, kept, new_call_id, refused_row
+from keepgoing._gateway.ledger import Caller, costless_row, estimate_tokens, kept, new_call_id
 from keepgoing._gateway.limits import check_model, has_usage_limits, refusal
 from keepgoing._gateway.providers import Provider, ProviderError, make_provider
 from keepgoing._gateway.requests import (
@@ -163,49 +163,41 @@ class Gateway:
         t0: float,
     ) -> None:
         latency = time.perf_counter() - t0
-        await self.record(refused_row(caller, operation, model, str(error), created, latency))
+        await self.record(costless_row(caller, operation, model, str(error), created, latency))
 
     async def _release(
         self, caller: Caller, operation: str, model: str, created: float, t0: float, why: str
     ) -> None:
         """Settle the reservation of a call that ended in an error nothing recorded, with
         no cost (it spent nothing the gateway knows of)."""
-        if caller.call_id is None:
-            return
-        row = GatewayCall(
-            call_id=caller.call_id,
-            operation=operation,
-            model_asked=model,
-            model_answered=None,
-            provider=None,
-            input_tokens=0,
-            output_tokens=0,
-            cost=0.0,
-            latency=time.perf_counter() - t0,
-            ttft=None,
-            status="error",
-            created_at=created,
-            error=why[:2000],
-            tries=0,
-            **caller.stamp(),
-        )
+        latency = time.perf_counter() - t0
         try:
-            await self.record(row)
+            await self.record(
+                costless_row(caller, operation, model, why, created, latency, "error")
+            )
         except KeepgoingError:  # already settled, or the store is away: nothing to add
             return
 
-    async def _releasing(
-        self, work: Awaitable[T], caller: Caller, operation: str, model: str, t0: float
+    async def _admitted(
+        self,
+        operation: str,
+        model: str,
+        caller: Caller,
+        reserve: tuple[int, int],
+        work: Callable[[Caller, list[Target], float], Awaitable[T]],
     ) -> T:
-        """``await work``; if it raises, the call's reservation is released (from a task
-        of its own: the caller may be cancelled). A row already settled stays as it is."""
+        """Admit the call, then ``work(caller, targets, t0)``; if that raises, the call's
+        reservation is released (from a task of its own: the caller may be cancelled).
+        A row already settled stays as it is."""
+        t0 = time.perf_counter()
+        targets, admitted = await self._admit(model, caller, operation, t0, reserve)
         try:
-            return await work
+            return await work(admitted, targets, t0)
         except BaseException as exc:
-            if caller.call_id is not None:
+            if admitted.call_id is not None:
                 why = str(exc) or type(exc).__name__
                 task = asyncio.get_running_loop().create_task(
-                    self._release(caller, operation, model, self.clock.now(), t0, why)
+                    self._release(admitted, operation, model, self.clock.now(), t0, why)
                 )
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
@@ -301,12 +293,12 @@ class Gateway:
             BudgetExceededError: the key is over a limit.
         """
         request = chat_request(body)
-        t0 = time.perf_counter()
-        targets, caller = await self._admit(
-            request.model, caller, "chat", t0, chat_reservation(request)
-        )
-        return await self._releasing(
-            self._chat(request, caller, targets, t0), caller, "chat", request.model, t0
+        return await self._admitted(
+            "chat",
+            request.model,
+            caller,
+            chat_reservation(request),
+            lambda admitted, targets, t0: self._chat(request, admitted, targets, t0),
         )
 
     async def _chat(
@@ -369,12 +361,12 @@ class Gateway:
             GatewayError, BudgetExceededError: as :meth:`chat`, before the first event.
         """
         request = chat_request(body)
-        t0 = time.perf_counter()
-        targets, caller = await self._admit(
-            request.model, caller, "chat", t0, chat_reservation(request)
-        )
-        return await self._releasing(
-            self._stream(request, caller, targets, t0), caller, "chat", request.model, t0
+        return await self._admitted(
+            "chat",
+            request.model,
+            caller,
+            chat_reservation(request),
+            lambda admitted, targets, t0: self._stream(request, admitted, targets, t0),
         )
 
     async def _stream(
@@ -431,11 +423,12 @@ class Gateway:
     async def embed(self, body: Any, caller: Caller) -> tuple[dict[str, Any], GatewayCall]:
         """Embeddings and their ledger row (raises as :meth:`chat`)."""
         request = embed_request(body)
-        t0 = time.perf_counter()
-        reserve = (estimate_tokens([{"content": request.body["input"]}], "")[0], 0)
-        targets, caller = await self._admit(request.model, caller, "embeddings", t0, reserve)
-        return await self._releasing(
-            self._embed(request, caller, targets, t0), caller, "embeddings", request.model, t0
+        return await self._admitted(
+            "embeddings",
+            request.model,
+            caller,
+            (estimate_tokens([{"content": request.body["input"]}], "")[0], 0),
+            lambda admitted, targets, t0: self._embed(request, admitted, targets, t0),
         )
 
     async def _embed(

@@ -85,23 +85,13 @@ async def _kill(
     try:
         killed = await kill_recorded(ctx.store, worker, stop, ctx.clock.now())
     except process.NotKillable as exc:
-        await ctx.store.append_audit(
-            AuditEntry(
-                at=ctx.clock.now(),
-                actor_kind=who.kind,
-                actor_id=who.id,
-                action="worker.kill_refused",
-                workflow_id=run.workflow_id if run is not None else None,
-                run_id=run.run_id if run is not None else None,
-                detail={
-                    "worker_id": worker.worker_id,
-                    "host": worker.host,
-                    "pid": worker.pid,
-                    "reason": exc.reason,
-                    "via": via,
-                },
-            )
-        )
+        refused = {
+            "worker_id": worker.worker_id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "via": via,
+        }
+        await _audit(ctx, who, run, "worker.kill_refused", {**refused, "reason": exc.reason})
         raise ApiError(
             409,
             "worker_not_killable",
@@ -116,23 +106,33 @@ async def _kill(
     }
     if cmd is not None:
         detail["cmd"] = cmd
-    await ctx.store.append_audit(
-        AuditEntry(
-            at=ctx.clock.now(),
-            actor_kind=who.kind,
-            actor_id=who.id,
-            action="worker.kill",
-            workflow_id=run.workflow_id if run is not None else None,
-            run_id=run.run_id if run is not None else None,
-            detail=detail,
-        )
-    )
+    await _audit(ctx, who, run, "worker.kill", detail)
     return KillResult(
         worker_id=worker.worker_id,
         host=killed.host,
         pid=killed.pid,
         run_id=run.run_id if run is not None else None,
         cmd=cmd,
+    )
+
+
+async def _audit(
+    ctx: ServerContext,
+    who: Principal,
+    run: RunRecord | None,
+    action: str,
+    detail: dict[str, object],
+) -> None:
+    await ctx.store.append_audit(
+        AuditEntry(
+            at=ctx.clock.now(),
+            actor_kind=who.kind,
+            actor_id=who.id,
+            action=action,
+            workflow_id=run.workflow_id if run is not None else None,
+            run_id=run.run_id if run is not None else None,
+            detail=detail,
+        )
     )
 
 
