@@ -52,7 +52,7 @@ __all__ = [
 
 #: ``info["process"]["kind"]`` of a worker a kill may end: a plain ``keepgoing worker``.
 KILLABLE = "keepgoing worker"
-_NONCE = re.compile(r"^[0-9a-f]{32,128}$")
+_NONCE = re.compile(r"^[0-9a-f-]{32,128}$")  # hex, or a pod's uid
 _nonce: str | None = None
 
 
