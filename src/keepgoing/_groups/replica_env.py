@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from keepgoing._procinfo import NONCE_ENV, new_nonce
@@ -56,20 +56,19 @@ _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 @dataclass(frozen=True, repr=False)
 class ReplicaAccess:
-    """How a replica reaches keepgoing, as environment variables.
+    """How a replica reaches keepgoing, as environment variables: the only such values
+    it is given (never the server's own ``KEEPGOING_*`` variables).
 
-    ``store_url``: the store the workers open (``KEEPGOING_STORE``). What else a
-    replica may be given to reach keepgoing goes here, one field and one line of
-    :meth:`environment` each, so it is never taken from the server's environment.
+    ``store_url``: the store the workers open (``KEEPGOING_STORE``). Anything else a
+    replica should be given to reach keepgoing is one more field here and one more
+    pair in :meth:`environment`.
     """
 
     store_url: str
-    extra: Mapping[str, str] = field(default_factory=dict)
 
     def environment(self) -> dict[str, str]:
-        env = {"KEEPGOING_STORE": self.store_url}
-        env.update(self.extra)
-        return env
+        pairs = (("KEEPGOING_STORE", self.store_url),)
+        return {name: value for name, value in pairs if value}
 
     def __repr__(self) -> str:  # the URL may hold a password
         return "<ReplicaAccess>"
