@@ -3,11 +3,12 @@ limits, and ledger rows settled in the transaction of their attempt's outcome.""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
 
-from keepgoing._store.gateway_protocol import GatewayCall, GatewayKey
+from keepgoing._store.gateway_protocol import RESERVATION_TTL, GatewayCall, GatewayKey, KeyUsage
 from keepgoing._store.protocol import Store
 from keepgoing.errors import StoreError
 
@@ -161,3 +162,53 @@ async def test_key_state_reads_limits_and_usage_together(store: Store) -> None:
     key, usage = await store.gateway_key_state("t1", NOW)
     assert usage is not None and usage.total_cost == pytest.approx(0.25)
     assert usage.minute_requests == 1
+
+
+def _rpm(key: GatewayKey, usage: KeyUsage) -> Exception | None:
+    limit = key.requests_per_minute
+    return RuntimeError("over") if limit is not None and usage.minute_requests >= limit else None
+
+
+async def test_concurrent_admissions_take_turns_and_a_limit_of_three_admits_three(
+    store: Store,
+) -> None:
+    await store.set_gateway_key(GatewayKey("k1", requests_per_minute=3, updated_at=NOW))
+    held = [call(f"r{i}", status="pending", cost=0.0) for i in range(20)]
+    answers = await asyncio.gather(*(store.reserve_gateway_call(c, NOW, _rpm) for c in held))
+    assert sum(a is None for a in answers) == 3
+    rows = await store.list_gateway_calls(limit=100)
+    assert sorted(r.status for r in rows) == ["pending"] * 3 + ["refused"] * 17
+    refused = [r for r in rows if r.status == "refused"]
+    assert all(r.error == "over" and r.cost == 0 and r.input_tokens == 0 for r in refused)
+
+
+async def test_a_reservation_holds_its_cost_until_it_settles_in_place(store: Store) -> None:
+    await store.set_gateway_key(GatewayKey("k1", total_budget=1.0, updated_at=NOW))
+    seen: list[KeyUsage] = []
+
+    def look(key: GatewayKey, usage: KeyUsage) -> Exception | None:
+        seen.append(usage)
+        return None
+
+    await store.reserve_gateway_call(call("c1", status="pending", cost=0.6), NOW, look)
+    await store.reserve_gateway_call(call("c2", status="pending", cost=0.3), NOW, look)
+    assert seen[1].total_cost == pytest.approx(0.6)  # the first one's reservation counts
+    settled = call("c1", cost=0.1, input_tokens=7, output_tokens=3)
+    await store.record_gateway_call(settled)  # settles the pending row in place
+    usage = await store.gateway_key_usage("k1", NOW)
+    assert usage.total_cost == pytest.approx(0.1 + 0.3)
+    assert [r for r in await store.list_gateway_calls() if r.call_id == "c1"] == [settled]
+    with pytest.raises(StoreError, match="already recorded"):
+        await store.record_gateway_call(settled)  # a settled row is never settled again
+    # A reservation its server never settled stops holding the budget after the TTL.
+    later = await store.gateway_key_usage("k1", NOW + RESERVATION_TTL + 1)
+    assert later.total_cost == pytest.approx(0.1)
+
+
+async def test_text_the_store_cannot_hold_is_kept_escaped(store: Store) -> None:
+    odd = call("odd", model_asked="m\udc80", prompt='[{"content":"a\ud800b"}]', error="x\x00y")
+    await store.record_gateway_call(odd)
+    (row,) = await store.list_gateway_calls()
+    assert row.model_asked == "m\\udc80" and row.prompt == '[{"content":"a\\ud800b"}]'
+    assert row.error == "x\\x00y"
+    assert (await store.gateway_key_usage("k1", NOW)).minute_requests == 1

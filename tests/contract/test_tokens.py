@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from keepgoing._store.auth_protocol import TokenRecord
+from keepgoing._store.auth_protocol import SessionRecord, TokenRecord
 from keepgoing._store.protocol import Store
 from keepgoing.errors import StoreError
 
@@ -56,3 +56,41 @@ async def test_revoke_keeps_the_row_and_its_first_time(store: Store) -> None:
 def test_admin_allows_everything() -> None:
     assert token(permissions=("admin",)).allows("messages.send")
     assert token().allows("messages.send") and not token().allows("runs.cancel")
+
+
+def _session(session_id: str, **changes: object) -> SessionRecord:
+    fields: dict[str, object] = {
+        "session_id": session_id,
+        "secret_hash": "ab" * 32,
+        "token_id": "0123456789abcdef",
+        "created_at": 1000.0,
+        "seen_at": 1000.0,
+        "expires_at": 5000.0,
+    }
+    fields.update(changes)
+    return SessionRecord(**fields)  # type: ignore[arg-type]
+
+
+async def test_a_session_is_stored_touched_and_ended(store: Store) -> None:
+    await store.create_session(_session("s1"), forget_before=0.0)
+    assert await store.get_session("s1") == _session("s1")
+    with pytest.raises(StoreError, match="already exists"):
+        await store.create_session(_session("s1"), forget_before=0.0)
+    await store.touch_session("s1", 1200.0)
+    assert (await store.get_session("s1")).seen_at == 1200.0  # type: ignore[union-attr]
+    await store.end_session("s1", 1300.0)
+    await store.end_session("s1", 1400.0)  # the first end stays
+    await store.touch_session("s1", 1500.0)  # an ended session is not revived
+    ended = await store.get_session("s1")
+    assert ended is not None and (ended.ended_at, ended.seen_at) == (1300.0, 1200.0)
+    assert await store.get_session("nope") is None
+
+
+async def test_new_sessions_forget_the_expired_and_the_ended(store: Store) -> None:
+    await store.create_session(_session("old", expires_at=2000.0), forget_before=0.0)
+    await store.create_session(_session("out"), forget_before=0.0)
+    await store.end_session("out", 2500.0)
+    await store.create_session(_session("live"), forget_before=0.0)
+    await store.create_session(_session("new", created_at=3000.0), forget_before=3000.0)
+    assert await store.get_session("old") is None and await store.get_session("out") is None
+    assert await store.get_session("live") is not None

@@ -179,9 +179,10 @@ class GatewayStack:
         self.processes.append(worker)
         return worker
 
-    def key(self, name: str, **limits: Any) -> str:
-        """A token with ``gateway.use`` and the given limits (GatewayKey fields)."""
-        text = make_token(self.store_url, name, ["gateway.use"])
+    def key(self, name: str, *, also: Sequence[str] = (), **limits: Any) -> str:
+        """A token with ``gateway.use`` (and ``also``) and the given limits (GatewayKey
+        fields)."""
+        text = make_token(self.store_url, name, ["gateway.use", *also])
         token_id = text.split("_")[1]
         if limits:
             key = GatewayKey(token_id=token_id, **limits)

@@ -29,7 +29,7 @@ def test_a_killed_attempts_call_never_counts_as_the_steps_success(
     stack = gateway_stack
     app = stack.root / "agent.py"
     shutil.copy(APP, app)
-    key = stack.key("agent-key")
+    key = stack.key("agent-key", also=["runs.read"])  # its calls name their run
     (stack.root / "hold-k1").write_text("")
     first = stack.start_worker(app, _worker_env(stack, key))
     client = keepgoing.Client(store=stack.store_url)
@@ -64,7 +64,7 @@ def test_a_failed_attempts_call_is_kept_as_failed(
     stack = gateway_stack
     app = stack.root / "agent.py"
     shutil.copy(APP, app)
-    key = stack.key("flaky-key")
+    key = stack.key("flaky-key", also=["runs.read"])
     stack.start_worker(app, _worker_env(stack, key))
     client = keepgoing.Client(store=stack.store_url)
     try:

@@ -6,6 +6,7 @@ counted would fail the run."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -71,7 +72,9 @@ def _backend(kg: Sandbox, loop: Loop, grace: str) -> LocalBackend:
 
 def _revision(number: int) -> GroupRevision:
     source = (APPS / "stops_app.py").read_text()
-    return GroupRevision(GROUP, number, QUEUE, source, "stops_app.py", concurrency=2)
+    # A replica gets only its group's env (never this process's): the test folder too.
+    env = {"KG_TEST_DIR": os.environ["KG_TEST_DIR"]}
+    return GroupRevision(GROUP, number, QUEUE, source, "stops_app.py", concurrency=2, env=env)
 
 
 def _runner(kg: Sandbox, key: str, seen: set[int]) -> int:
@@ -89,7 +92,7 @@ def _runner(kg: Sandbox, key: str, seen: set[int]) -> int:
 
 @pytest.fixture(autouse=True)
 def test_dir(kg: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KG_TEST_DIR", str(kg.root))  # the replicas inherit it
+    monkeypatch.setenv("KG_TEST_DIR", str(kg.root))  # each revision's env passes it on
 
 
 def test_scaled_down_and_replaced_replicas_hand_back_their_step_with_the_cause(

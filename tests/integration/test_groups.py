@@ -103,6 +103,8 @@ def client(sandbox: Sandbox) -> Iterator[keepgoing.Client]:
 def deploy(kg: Sandbox, client: keepgoing.Client, **options: object) -> keepgoing.WorkflowWorker:
     source = kg.app("groups_app")
     options.setdefault("shutdown_delay_seconds", 0.5)
+    # A replica gets its group's env and nothing of the autoscaler's: the effects folder too.
+    options["env"] = {"KG_TEST_DIR": kg.env()["KG_TEST_DIR"], **dict(options.get("env") or {})}  # type: ignore[call-overload]
     return keepgoing.deploy_workflow_worker(source, client=client, **options)  # type: ignore[arg-type]
 
 
@@ -197,7 +199,11 @@ def test_redeploy_adds_a_revision_and_old_runs_keep_theirs(
     source = sandbox.root / "groups_app.py"
     source.write_text(source.read_text() + "\n# revision two\n")
     second = keepgoing.deploy_workflow_worker(
-        source, name="wf-redeploy", client=client, shutdown_delay_seconds=0.5
+        source,
+        name="wf-redeploy",
+        client=client,
+        shutdown_delay_seconds=0.5,
+        env={"KG_TEST_DIR": sandbox.env()["KG_TEST_DIR"]},
     )
     assert (first.revision, second.revision) == (1, 2)
     new = second.trigger("quick", {"key": "new"})

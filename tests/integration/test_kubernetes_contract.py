@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -60,8 +61,9 @@ def container_env(objects: list[dict[str, Any]], pod_name: str) -> dict[str, str
             assert source["secretKeyRef"]["name"] == kinds["Secret"]["metadata"]["name"]
             env[item["name"]] = data[source["secretKeyRef"]["key"]]
         elif "fieldRef" in source:
-            assert source["fieldRef"]["fieldPath"] == "metadata.name"
-            env[item["name"]] = pod_name
+            field = source["fieldRef"]["fieldPath"]
+            assert field in ("metadata.name", "metadata.uid")
+            env[item["name"]] = pod_name if field == "metadata.name" else str(uuid.uuid4())
         else:
             env[item["name"]] = item["value"]
     return env

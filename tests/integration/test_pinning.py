@@ -97,6 +97,8 @@ def deploy(
     sandbox: Sandbox, client: keepgoing.Client, source: Path, **options: object
 ) -> keepgoing.WorkflowWorker:
     options.setdefault("shutdown_delay_seconds", 0.5)
+    # A replica gets its group's env and nothing of the autoscaler's: the effects folder too.
+    options["env"] = {"KG_TEST_DIR": sandbox.env()["KG_TEST_DIR"], **dict(options.get("env") or {})}  # type: ignore[call-overload]
     return keepgoing.deploy_workflow_worker(source, name=GROUP, client=client, **options)  # type: ignore[arg-type]
 
 
@@ -266,8 +268,18 @@ def test_the_cli_checks_exports_and_migrates(
     needing = kg(sandbox, "runs", "--needs-patch", "rename-prepare", "--json", *store)
     assert [r["workflow_id"] for r in json.loads(needing.stdout)] == [waiting]
 
+    effects = f"KG_TEST_DIR={sandbox.env()['KG_TEST_DIR']}"
     deployed = kg(
-        sandbox, "deploy", str(guarded), "--name", GROUP, "--shutdown-delay", "0.5", *store
+        sandbox,
+        "deploy",
+        str(guarded),
+        "--name",
+        GROUP,
+        "--shutdown-delay",
+        "0.5",
+        "--env",
+        effects,
+        *store,
     )
     assert deployed.returncode == 0, deployed.stderr
     assert client.get_run(waiting).group_revision == 1  # pinned by default

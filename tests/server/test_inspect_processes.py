@@ -3,6 +3,8 @@ real `keepgoing worker` processes, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +17,7 @@ import httpx
 import pytest
 
 from cli.conftest import run_kg
+from keepgoing._procinfo import start_ticks
 from keepgoing._store.records import WorkerRecord
 from keepgoing._worker import process as worker_process
 
@@ -144,6 +147,62 @@ def test_kill_the_worker_and_the_retry_completes(stack: Stack, admin: httpx.Clie
     assert again.status_code == 409 and again.json()["details"]["reason"] == "gone"
 
 
+def test_a_forged_row_kills_nothing_and_is_audited(stack: Stack, admin: httpx.Client) -> None:
+    """Everything a row says about a process can be read from /proc or the workers list;
+    a row naming an unrelated process with its true pid and start time (and any nonce
+    hash) is refused, since that process holds no nonce, and the refusal is audited."""
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ticks = wait_until(lambda: start_ticks(bystander.pid), 10, "the bystander to start")
+        exact = {
+            **worker_process.identity(),
+            "pid": bystander.pid,
+            "start_ticks": ticks,
+            "nonce_sha256": "0f" * 32,
+        }
+        real = next(
+            w
+            for w in run_store(stack.store_url, lambda s: s.list_workers())
+            if not w.worker_id.startswith("fake") and "process" in w.info
+        )
+        # A real worker's own nonce hash, copied from its public row, proves nothing
+        # about another process either.
+        copied = {**exact, "nonce_sha256": real.info["process"]["nonce_sha256"]}
+        for worker_id, info in (("forged-exact", exact), ("forged-copied", copied)):
+            _fake_worker(stack, worker_id, bystander.pid, {"process": info})
+            refused = admin.post(f"/api/v1/workers/{worker_id}/kill", json={"via": "ui"})
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["details"]["reason"] == "unproven", refused.text
+        assert bystander.poll() is None  # never signalled
+        audit = admin.get("/api/v1/audit", params={"action": "worker.kill_refused"}).json()
+        entries = {e["detail"]["worker_id"]: e for e in audit["entries"]}
+        for worker_id in ("forged-exact", "forged-copied"):
+            entry = entries[worker_id]
+            assert entry["actor_id"] == "root" and entry["detail"]["reason"] == "unproven"
+            assert entry["detail"]["pid"] == bystander.pid
+        kills = admin.get("/api/v1/audit", params={"action": "worker.kill"}).json()["entries"]
+        assert not [e for e in kills if str(e["detail"]["worker_id"]).startswith("forged")]
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_worker_started_by_hand_holds_a_nonce_no_child_inherits(stack: Stack) -> None:
+    workers = run_store(stack.store_url, lambda s: s.list_workers())
+    real = [w for w in workers if not w.worker_id.startswith(("fake", "forged"))]
+    alive = [w for w in real if Path(f"/proc/{w.pid}").exists() and "process" in w.info]
+    assert alive
+    for w in alive:
+        digest = w.info["process"]["nonce_sha256"]
+        environ = Path(f"/proc/{w.pid}/environ").read_bytes().split(b"\0")
+        given = [e for e in environ if e.startswith(worker_process.NONCE_ENV.encode() + b"=")]
+        assert len(given) == 1
+        nonce = given[0].split(b"=", 1)[1]
+        assert hashlib.sha256(nonce).hexdigest() == digest
+        # The nonce is not in the registry row, in any form but its hash.
+        assert nonce.decode() not in json.dumps(w.info)
+
+
 def _fake_worker(stack: Stack, worker_id: str, pid: int, info: dict[str, object]) -> None:
     now = time.time()
     record = WorkerRecord(worker_id, ["nowhere"], "somehost", pid, now, now, info)
@@ -153,7 +212,7 @@ def _fake_worker(stack: Stack, worker_id: str, pid: int, info: dict[str, object]
 def test_kill_refuses_what_it_cannot_verify(stack: Stack, admin: httpx.Client) -> None:
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        me = worker_process.identity()
+        me = {**worker_process.identity(), "nonce_sha256": "ab" * 32}
         # Its pid, but a start time that is not its own: a reused pid is never signalled.
         reused = {**me, "pid": bystander.pid, "start_ticks": (me["start_ticks"] or 0) + 1}
         cases = {

@@ -3,8 +3,12 @@ history stream, reconnecting with Last-Event-ID, limits and permissions."""
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import pytest
+
+from keepgoing._server.context import ServerContext
 
 from ._sse import events
 from ._support import Stack
@@ -13,6 +17,7 @@ from .test_api import _id, result, start
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 STREAM = httpx.Timeout(30.0, read=20.0)
+PER_TOKEN = ServerContext.max_streams_per_token
 
 
 def test_run_stream_sends_every_event_then_end(admin: httpx.Client) -> None:
@@ -107,6 +112,31 @@ def test_streams_are_bounded_and_freed(stack: Stack, admin: httpx.Client) -> Non
         assert admin.get("/api/v1/run-counts").status_code == 200
         admin.post(f"/api/v1/runs/{workflow_id}/messages", json={"name": "review", "payload": 1})
         assert result(admin, workflow_id)["status"] == "completed"
+
+
+def test_one_token_cannot_hold_every_stream(stack: Stack, admin: httpx.Client) -> None:
+    """Streams are capped per token as well as per process: one caller holding its share
+    open gets 429 past it, and everyone else still gets a stream."""
+    greedy = stack.token("greedy-streams", "runs.read")
+    other = stack.token("other-streams", "runs.read")
+    with contextlib.ExitStack() as held, stack.api(greedy) as api, stack.api(other) as api2:
+        reading = []  # each line iterator kept: a dropped one closes its stream
+        for _ in range(PER_TOKEN):
+            response = held.enter_context(api.stream("GET", "/api/v1/stream/runs", timeout=STREAM))
+            assert response.status_code == 200
+            lines = response.iter_lines()
+            next(lines)
+            reading.append(lines)
+        refused = api.get("/api/v1/stream/runs", timeout=STREAM)
+        assert refused.status_code == 429 and refused.json()["code"] == "too_many_streams"
+        with api2.stream("GET", "/api/v1/stream/runs", timeout=STREAM) as fine:
+            assert fine.status_code == 200
+    # Closed, the token's slots are free again.
+    with (
+        stack.api(greedy) as api,
+        api.stream("GET", "/api/v1/stream/runs", timeout=STREAM) as again,
+    ):
+        assert again.status_code == 200
 
 
 def test_stream_errors(stack: Stack, admin: httpx.Client) -> None:

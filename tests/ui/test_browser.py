@@ -225,10 +225,15 @@ def test_replay_a_history_file_by_upload_and_by_url(
     bad.write_text('{"rows": [1, 2]}')
     page.set_input_files("#src-file", str(bad))
     expect_text(page, "#replay-status", "not a keepgoing history")
+    # A URL on this server loads; one on another origin is refused by the page itself
+    # (its policy is connect-src 'self') with a message saying what to do instead.
+    page.fill("#src-url-input", f"/api/v1/runs/{recovered}/history")
+    page.click("#src-url button[type=submit]")
+    expect_text(page, "#replay-status", f"{len(events)} events")
     with _serving({"/rec.json": json.dumps({"events": events})}) as base:
         page.fill("#src-url-input", f"{base}/rec.json")
         page.click("#src-url button[type=submit]")
-        expect_text(page, "#replay-status", f"rec.json: {len(events)} events")
+        expect_text(page, "#replay-status", "this page loads only from this server")
 
 
 class _Files(BaseHTTPRequestHandler):

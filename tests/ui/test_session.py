@@ -31,6 +31,11 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiStack]:
         s.cleanup()
 
 
+def _csrf(client: httpx.Client) -> str:
+    """The CSRF token of the client's session (keyed by its cookie's value)."""
+    return csrf_token(client.cookies[COOKIE])
+
+
 @contextlib.contextmanager
 def _signed_in(s: UiStack, token: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=s.url, timeout=30) as client:
@@ -45,12 +50,13 @@ def test_signing_in_sets_an_httponly_strict_cookie(bare: UiStack) -> None:
         assert answer.status_code == 303
         assert answer.headers["location"] == "/audit"
         cookie = answer.headers["set-cookie"]
-        assert cookie.startswith(f"{COOKIE}={bare.admin};")
+        assert cookie.startswith(f"{COOKIE}=kgs_")  # a session's id, never the token
+        assert bare.admin not in cookie and bare.admin.split("_")[2] not in cookie
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
         assert "Secure" not in cookie  # plain http here; https sets Secure
         page = client.get("/")
         assert page.status_code == 200 and "Sign out" in page.text
-        assert csrf_token(bare.admin) in page.text  # the page carries the CSRF token
+        assert _csrf(client) in page.text  # the page carries the CSRF token
 
 
 def test_a_page_without_a_session_redirects_to_sign_in(bare: UiStack) -> None:
@@ -122,13 +128,11 @@ def test_a_change_with_the_cookie_needs_the_csrf_token(bare: UiStack) -> None:
         foreign = client.post(
             "/api/v1/runs",
             json=body,
-            headers={"X-CSRF-Token": csrf_token(bare.admin), "Origin": "http://evil.example"},
+            headers={"X-CSRF-Token": _csrf(client), "Origin": "http://evil.example"},
         )
         assert foreign.status_code == 403 and foreign.json()["code"] == "origin_not_allowed"
         assert client.get("/api/v1/runs/csrf-1").status_code == 404  # nothing was started
-        ok = client.post(
-            "/api/v1/runs", json=body, headers={"X-CSRF-Token": csrf_token(bare.admin)}
-        )
+        ok = client.post("/api/v1/runs", json=body, headers={"X-CSRF-Token": _csrf(client)})
         assert ok.status_code == 201, ok.text
         # The audit log names the session's token, not an anonymous caller.
         entries = client.get("/api/v1/audit", params={"workflow_id": "csrf-1"}).json()["entries"]
@@ -139,8 +143,26 @@ def test_sign_out_takes_the_form_field(bare: UiStack) -> None:
     with _signed_in(bare, bare.admin) as client:
         refused = client.post("/signout", data={})
         assert refused.status_code == 403 and refused.json()["code"] == "csrf_failed"
-        answer = client.post("/signout", data={"csrf_token": csrf_token(bare.admin)})
+        answer = client.post("/signout", data={"csrf_token": _csrf(client)})
         assert answer.status_code == 303 and "Max-Age=0" in answer.headers["set-cookie"]
+
+
+def test_sign_out_ends_the_session_on_the_server(bare: UiStack) -> None:
+    """A copy of the cookie taken before signing out is worth nothing after it."""
+    with _signed_in(bare, bare.admin) as client:
+        copied = client.cookies[COOKIE]
+        csrf = _csrf(client)
+        assert client.post("/signout", data={"csrf_token": csrf}).status_code == 303
+    with httpx.Client(base_url=bare.url, timeout=30, cookies={COOKIE: copied}) as thief:
+        page = thief.get("/")
+        assert page.status_code == 303 and page.headers["location"].startswith("/signin")
+        api = thief.get("/api/v1/runs")
+        assert api.status_code == 401
+        refused = thief.post("/api/v1/runs", json={}, headers={"X-CSRF-Token": csrf})
+        assert refused.status_code == 401
+    # Nor is the raw token a session cookie any more.
+    with httpx.Client(base_url=bare.url, timeout=30, cookies={COOKIE: bare.admin}) as old:
+        assert old.get("/api/v1/runs").status_code == 401
 
 
 def test_a_token_may_not_do_what_it_lacks_through_the_session(bare: UiStack) -> None:
@@ -152,7 +174,7 @@ def test_a_token_may_not_do_what_it_lacks_through_the_session(bare: UiStack) -> 
         answer = client.post(
             "/api/v1/runs",
             json={"workflow": "support", "input": {}},
-            headers={"X-CSRF-Token": csrf_token(reader)},
+            headers={"X-CSRF-Token": _csrf(client)},
         )
         assert answer.status_code == 403 and answer.json()["code"] == "permission_denied"
 

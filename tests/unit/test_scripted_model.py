@@ -83,3 +83,26 @@ async def test_embeddings_are_unit_vectors() -> None:
 def test_token_counts_are_realistic() -> None:
     assert count_tokens("Hello, world!") == 4
     assert 8 <= count_tokens("The quick brown fox jumps over the lazy dog.") <= 12
+
+
+async def test_its_work_runs_off_the_event_loop() -> None:
+    """A large embeddings answer or prompt is computed on a thread: the loop that serves
+    every other request never waits for it."""
+    import threading  # noqa: PLC0415
+
+    loop_thread = threading.get_ident()
+    seen: list[int] = []
+    provider = ScriptedProvider(ProviderConfig("scripted", "scripted"))
+    for name in ("_embed", "_chat", "_respond"):
+        original = getattr(provider, name)
+
+        def spy(*args: object, _original: object = original) -> object:
+            seen.append(threading.get_ident())
+            return _original(*args)  # type: ignore[operator]
+
+        setattr(provider, name, spy)
+    await provider.embed(SCRIPTED_MODEL, {"input": ["a", "b"], "dimensions": 512})
+    await provider.chat(SCRIPTED_MODEL, user("What is 2 + 2?"))
+    chunks = [c async for c in provider.stream(SCRIPTED_MODEL, user("say hi"))]
+    assert chunks and len(seen) >= 3
+    assert loop_thread not in seen

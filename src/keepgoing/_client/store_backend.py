@@ -465,6 +465,16 @@ class StoreBackend:
             try:
                 killed = await kill_recorded(self._store, worker, stop, system_clock.now())
             except process.NotKillable as exc:
+                refused = {"worker_id": worker_id, "pid": worker.pid, "reason": exc.reason}
+                await self._store.append_audit(
+                    AuditEntry(
+                        at=system_clock.now(),
+                        actor_kind="user",
+                        actor_id=user,
+                        action="worker.kill_refused",
+                        detail={**refused, "host": worker.host, "via": via},
+                    )
+                )
                 raise InvalidRequestError(f"worker {worker_id}: {exc}") from None
             detail = {"worker_id": worker_id, "host": killed.host, "pid": killed.pid, "via": via}
             await self._store.append_audit(

@@ -13,7 +13,7 @@ A task's call carries ``X-Keepgoing-Run-Id``, ``-Step``, ``-Attempt`` and
 
 from __future__ import annotations
 
-import json
+import asyncio
 import math
 from typing import Any
 
@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from keepgoing._gateway.ledger import Caller
+from keepgoing._gateway.requests import MAX_DIMENSIONS, parse_body
 from keepgoing._gateway.service import Gateway
 from keepgoing._store.gateway_protocol import GatewayCall
 from keepgoing.errors import BudgetExceededError, GatewayError
@@ -102,7 +103,7 @@ _MESSAGE = {
         },
     },
 }
-_INT = {"type": "integer", "minimum": 0}
+_INT = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
 _CHAT_BODY = {
     "type": "object",
     "required": ["model", "messages"],
@@ -142,7 +143,7 @@ _EMBED_BODY = {
     "required": ["model", "input"],
     "properties": {
         "model": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "\\S"},
-        "dimensions": _INT,
+        "dimensions": {"type": "integer", "minimum": 1, "maximum": MAX_DIMENSIONS},
         "input": {
             "anyOf": [
                 {"type": "string", "minLength": 1},
@@ -226,10 +227,14 @@ async def _caller(request: Request) -> Caller:
         )
     gateway = _gateway(request)
     token_id = principal.token_id or ""
-    key = usage = None
+    key = None
     if token_id and gateway.store is not None:
-        key, usage = await gateway.store.gateway_key_state(token_id, gateway.clock.now())
+        key = await gateway.store.get_gateway_key(token_id)
     run_id = request.headers.get("x-keepgoing-run-id")
+    step = _int_header(request, "x-keepgoing-step")
+    attempt = _int_header(request, "x-keepgoing-attempt")
+    if run_id is not None:
+        await _may_attach(gateway, principal, run_id, step, attempt)
     operation = request.headers.get("x-keepgoing-operation-id")
     parent = {
         name: value[:512]
@@ -240,22 +245,57 @@ async def _caller(request: Request) -> Caller:
         trace_parent=parent or None,
         key_id=token_id,
         key=key,
-        usage=usage,
-        run_id=run_id[:200] if run_id else None,
-        step=_int_header(request, "x-keepgoing-step"),
-        attempt=_int_header(request, "x-keepgoing-attempt"),
+        run_id=run_id,
+        step=step,
+        attempt=attempt,
         operation_id=operation[:300] if operation else None,
     )
 
 
+#: Who may attach a call to a run (``X-Keepgoing-Run-Id``): a token that may read runs,
+#: for a run that exists, at a step attempt that is running now when one is named.
+ATTACH_PERMISSION = "runs.read"
+
+
+async def _may_attach(
+    gateway: Gateway, principal: Any, run_id: str, step: int | None, attempt: int | None
+) -> None:
+    """Refuse (403) a call that would charge its usage to a run its key may not reach.
+
+    A call tied to a run is counted in that run's cost and settled with its step, so
+    the header is a claim the server checks rather than a label it takes."""
+
+    def refused(why: str) -> GatewayError:
+        return GatewayError(
+            f"this key may not attach its calls to run {run_id[:200]!r}: {why}",
+            status=403,
+            error_code="run_not_allowed",
+        )
+
+    if not principal.allows(ATTACH_PERMISSION):
+        raise refused(
+            f"it lacks {ATTACH_PERMISSION!r}, so it reaches no run (call without "
+            "X-Keepgoing-Run-Id, or use a key that may read runs)"
+        )
+    store = gateway.store
+    if store is None:
+        return
+    if len(run_id) > 200 or await store.get_run(run_id) is None:
+        raise refused("there is no such run")
+    if step is None and attempt is None:
+        return
+    running = [
+        t
+        for t in await store.run_tasks(run_id)
+        if t.status == "running" and (step is None or t.cmd == step)
+        if attempt is None or t.attempt == attempt
+    ]
+    if not running:
+        raise refused(f"it has no running attempt {attempt} of step {step}")
+
+
 async def _body(request: Request) -> Any:
-    raw = await request.body()
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise GatewayError(
-            "the request body is not valid JSON", status=400, error_code="invalid_json"
-        ) from None
+    return parse_body(await request.body())
 
 
 def _headers(row: GatewayCall) -> dict[str, str]:
@@ -303,7 +343,8 @@ async def embeddings(request: Request) -> Any:
         answer, row = await gateway.embed(await _body(request), caller)
     except GatewayError as exc:
         return _answer(exc, gateway.clock.now())
-    return JSONResponse(answer, headers=_headers(row))
+    # Up to MAX_EMBEDDING_VALUES numbers: rendered on a thread, off the event loop.
+    return await asyncio.to_thread(JSONResponse, answer, headers=_headers(row))
 
 
 @router.get(

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from keepgoing._gateway.providers.scripted import count_tokens
-from keepgoing._store.gateway_protocol import GatewayCall, GatewayKey, KeyUsage
+from keepgoing._store.gateway_protocol import GatewayCall, GatewayKey
 
-__all__ = ["Caller", "estimate_tokens", "kept", "new_call_id"]
+__all__ = ["Caller", "costless_row", "estimate_tokens", "kept", "new_call_id"]
 
 
 @dataclass(frozen=True)
@@ -19,12 +19,17 @@ class Caller:
 
     key_id: str = ""
     key: GatewayKey | None = None
-    usage: KeyUsage | None = None  # read with the key, at the start of the request
     run_id: str | None = None
     step: int | None = None
     attempt: int | None = None
     operation_id: str | None = None
     trace_parent: dict[str, str] | None = None  # W3C trace headers sent by the caller
+    #: The id of the call's reservation (its pending ledger row), once it is admitted.
+    call_id: str | None = None
+
+    def row_id(self) -> str:
+        """The id the call's ledger row is written under: its reservation's, if any."""
+        return self.call_id or new_call_id()
 
     def stamp(self) -> dict[str, Any]:
         """The ledger fields that tie a call to its step."""
@@ -56,11 +61,19 @@ def _redact(value: Any) -> Any:
 
 
 def kept(setting: str, value: Any) -> str | None:
-    """What the ledger keeps of ``value`` (messages or an answer) under the ``prompts`` setting."""
+    """What the ledger keeps of ``value`` (messages or an answer) under the ``prompts`` setting.
+
+    JSON text; a string the store could not hold (a lone surrogate) is written with
+    JSON's own escapes instead, so the row is always written."""
     if setting == "off" or value is None:
         return None
     shown = _redact(value) if setting == "redact" else value
-    return json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(shown, ensure_ascii=True, separators=(",", ":"))
+    return text
 
 
 def estimate_tokens(messages: list[dict[str, Any]], answer_text: str) -> tuple[int, int]:
@@ -69,11 +82,19 @@ def estimate_tokens(messages: list[dict[str, Any]], answer_text: str) -> tuple[i
     return prompt, count_tokens(answer_text)
 
 
-def refused_row(
-    caller: Caller, operation: str, model: str, error: str, created: float, latency: float
+def costless_row(
+    caller: Caller,
+    operation: str,
+    model: str,
+    error: str,
+    created: float,
+    latency: float,
+    status: str = "refused",
 ) -> GatewayCall:
+    """The row of a call that cost nothing: refused before any provider was called, or
+    (``status="error"``) one whose reservation is released after it failed."""
     return GatewayCall(
-        call_id=new_call_id(),
+        call_id=caller.row_id(),
         operation=operation,
         model_asked=model,
         model_answered=None,
@@ -83,9 +104,9 @@ def refused_row(
         cost=0.0,
         latency=latency,
         ttft=None,
-        status="refused",
+        status=status,
         created_at=created,
-        error=error,
+        error=error[:2000],
         tries=0,
         **caller.stamp(),
     )

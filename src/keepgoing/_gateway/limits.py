@@ -8,7 +8,7 @@ import time
 from keepgoing._store.gateway_protocol import GatewayKey, KeyUsage
 from keepgoing.errors import BudgetExceededError, GatewayError
 
-__all__ = ["check_model", "check_usage", "has_usage_limits", "next_utc_midnight"]
+__all__ = ["check_model", "check_usage", "has_usage_limits", "next_utc_midnight", "refusal"]
 
 
 def next_utc_midnight(now: float) -> float:
@@ -72,3 +72,13 @@ def check_usage(key: GatewayKey, usage: KeyUsage, now: float) -> None:
             limit="total_budget",
             resets_at=None,
         )
+
+
+def refusal(key: GatewayKey, usage: KeyUsage, now: float) -> BudgetExceededError | None:
+    """The error :func:`check_usage` would raise, or None: what the store's admission
+    asks inside the transaction that reserves the call."""
+    try:
+        check_usage(key, usage, now)
+    except BudgetExceededError as exc:
+        return exc
+    return None

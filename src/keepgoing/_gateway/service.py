@@ -2,7 +2,12 @@
 
 One :class:`Gateway` serves the HTTP routes of a server, or a task's calls
 in-process. A call is admitted when its model resolves, the key may use it,
-and the key's usage (read from the ledger) is under every limit; then its
+and the key's usage is under every limit. For a key with limits, admission is
+one store transaction that checks the usage and *reserves* the call (a
+``pending`` ledger row holding its estimated tokens and its most expensive
+target's cost), so concurrent calls take turns and a limit of three admits
+three; the row is settled with the real figures when the call ends, and a call
+that fails releases its reservation (its row settles with no cost). Then its
 targets (the model, then its fallbacks) are tried in order, moving on after a
 429, a 5xx, a timeout, a failed connection or a stream cut before anything
 reached the caller. Every call, refused or failed ones too, gets a ledger row.
@@ -13,23 +18,32 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from keepgoing import _tracing as tracing
 from keepgoing._clock import Clock, system_clock
 from keepgoing._gateway.cassette import Cassette, cassette_key
 from keepgoing._gateway.config import GatewayConfig, ProviderConfig, Target
-from keepgoing._gateway.ledger import Caller, estimate_tokens, kept, new_call_id, refused_row
-from keepgoing._gateway.limits import check_model, check_usage, has_usage_limits
+from keepgoing._gateway.ledger import Caller, costless_row, estimate_tokens, kept, new_call_id
+from keepgoing._gateway.limits import check_model, has_usage_limits, refusal
 from keepgoing._gateway.providers import Provider, ProviderError, make_provider
-from keepgoing._gateway.requests import ChatRequest, chat_request, embed_request
+from keepgoing._gateway.requests import (
+    ChatRequest,
+    EmbedRequest,
+    chat_request,
+    chat_reservation,
+    embed_request,
+)
 from keepgoing._gateway.stream import Relay, meaningful, replayed
 from keepgoing._store.gateway_protocol import GatewayCall
 from keepgoing._store.protocol import Store
-from keepgoing.errors import BudgetExceededError, GatewayError
+from keepgoing.errors import GatewayError, KeepgoingError
 
 __all__ = ["Gateway"]
+
+T = TypeVar("T")
 
 
 class Gateway:
@@ -91,30 +105,103 @@ class Gateway:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _admit(self, model: str, caller: Caller, operation: str, t0: float) -> list[Target]:
+    async def _admit(
+        self, model: str, caller: Caller, operation: str, t0: float, reserve: tuple[int, int]
+    ) -> tuple[list[Target], Caller]:
+        """The call's targets, and its caller with the reservation's id once it is admitted
+        (``reserve``: the input and output tokens to hold against the key's limits)."""
         created = self.clock.now()
         try:
             targets = self.config.resolve(model)
             check_model(caller.key, model)
-            if caller.key is not None and has_usage_limits(caller.key) and self.store is not None:
-                usage = caller.usage
-                if usage is None:
-                    usage = await self.store.gateway_key_usage(caller.key_id, created)
-                check_usage(caller.key, usage, created)
         except KeyError:
-            raise GatewayError(
+            error = GatewayError(
                 f"the model {model!r} does not exist; models: "
                 f"{', '.join(self.config.model_names())} (or <provider>/<model> of "
                 f"{', '.join(sorted(self.config.providers))})",
                 status=404,
                 error_code="model_not_found",
                 param="model",
-            ) from None
-        except (BudgetExceededError, GatewayError) as exc:
-            latency = time.perf_counter() - t0
-            await self.record(refused_row(caller, operation, model, str(exc), created, latency))
+            )
+            await self._refused(caller, operation, model, error, created, t0)
+            raise error from None
+        except GatewayError as exc:
+            await self._refused(caller, operation, model, exc, created, t0)
             raise
-        return targets
+        if caller.key is None or not has_usage_limits(caller.key) or self.store is None:
+            return targets, caller
+        tokens_in, tokens_out = reserve
+        held = GatewayCall(
+            call_id=new_call_id(),
+            operation=operation,
+            model_asked=model,
+            model_answered=None,
+            provider=None,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost=max(t.price.cost(tokens_in, tokens_out) for t in targets),
+            latency=0.0,
+            ttft=None,
+            status="pending",
+            created_at=created,
+            **caller.stamp(),
+        )
+        refused = await self.store.reserve_gateway_call(
+            held, created, lambda key, usage: refusal(key, usage, created)
+        )
+        if refused is not None:
+            raise refused
+        return targets, replace(caller, call_id=held.call_id)
+
+    async def _refused(
+        self,
+        caller: Caller,
+        operation: str,
+        model: str,
+        error: GatewayError,
+        created: float,
+        t0: float,
+    ) -> None:
+        latency = time.perf_counter() - t0
+        await self.record(costless_row(caller, operation, model, str(error), created, latency))
+
+    async def _release(
+        self, caller: Caller, operation: str, model: str, created: float, t0: float, why: str
+    ) -> None:
+        """Settle the reservation of a call that ended in an error nothing recorded, with
+        no cost (it spent nothing the gateway knows of)."""
+        latency = time.perf_counter() - t0
+        try:
+            await self.record(
+                costless_row(caller, operation, model, why, created, latency, "error")
+            )
+        except KeepgoingError:  # already settled, or the store is away: nothing to add
+            return
+
+    async def _admitted(
+        self,
+        operation: str,
+        model: str,
+        caller: Caller,
+        reserve: tuple[int, int],
+        work: Callable[[Caller, list[Target], float], Awaitable[T]],
+    ) -> T:
+        """Admit the call, then ``work(caller, targets, t0)``; if that raises, the call's
+        reservation is released (from a task of its own: the caller may be cancelled).
+        A row already settled stays as it is."""
+        t0 = time.perf_counter()
+        targets, admitted = await self._admit(model, caller, operation, t0, reserve)
+        try:
+            return await work(admitted, targets, t0)
+        except BaseException as exc:
+            if admitted.call_id is not None:
+                why = str(exc) or type(exc).__name__
+                task = asyncio.get_running_loop().create_task(
+                    self._release(admitted, operation, model, self.clock.now(), t0, why)
+                )
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            raise
 
     def _span_attributes(self, operation: str, model: str, caller: Caller) -> dict[str, Any]:
         return {
@@ -151,7 +238,7 @@ class Gateway:
             error_code=code,
         )
         row = GatewayCall(
-            call_id=new_call_id(),
+            call_id=caller.row_id(),
             operation=operation,
             model_asked=model,
             model_answered=None,
@@ -206,8 +293,17 @@ class Gateway:
             BudgetExceededError: the key is over a limit.
         """
         request = chat_request(body)
-        t0 = time.perf_counter()
-        targets = await self._admit(request.model, caller, "chat", t0)
+        return await self._admitted(
+            "chat",
+            request.model,
+            caller,
+            chat_reservation(request),
+            lambda admitted, targets, t0: self._chat(request, admitted, targets, t0),
+        )
+
+    async def _chat(
+        self, request: ChatRequest, caller: Caller, targets: list[Target], t0: float
+    ) -> tuple[dict[str, Any], GatewayCall]:
         created = self.clock.now()
         current = tracing.start(
             f"chat {request.model}",
@@ -225,7 +321,7 @@ class Gateway:
         message = (answer.get("choices") or [{}])[0].get("message") or {}
         input_tokens, output_tokens = _usage(answer, request, message.get("content") or "")
         row = GatewayCall(
-            call_id=new_call_id(),
+            call_id=caller.row_id(),
             operation="chat",
             model_asked=request.model,
             model_answered=str(answer.get("model") or target.model),
@@ -265,8 +361,17 @@ class Gateway:
             GatewayError, BudgetExceededError: as :meth:`chat`, before the first event.
         """
         request = chat_request(body)
-        t0 = time.perf_counter()
-        targets = await self._admit(request.model, caller, "chat", t0)
+        return await self._admitted(
+            "chat",
+            request.model,
+            caller,
+            chat_reservation(request),
+            lambda admitted, targets, t0: self._stream(request, admitted, targets, t0),
+        )
+
+    async def _stream(
+        self, request: ChatRequest, caller: Caller, targets: list[Target], t0: float
+    ) -> AsyncIterator[bytes]:
         created = self.clock.now()
         current = tracing.start(
             f"chat {request.model}",
@@ -318,8 +423,17 @@ class Gateway:
     async def embed(self, body: Any, caller: Caller) -> tuple[dict[str, Any], GatewayCall]:
         """Embeddings and their ledger row (raises as :meth:`chat`)."""
         request = embed_request(body)
-        t0 = time.perf_counter()
-        targets = await self._admit(request.model, caller, "embeddings", t0)
+        return await self._admitted(
+            "embeddings",
+            request.model,
+            caller,
+            (estimate_tokens([{"content": request.body["input"]}], "")[0], 0),
+            lambda admitted, targets, t0: self._embed(request, admitted, targets, t0),
+        )
+
+    async def _embed(
+        self, request: EmbedRequest, caller: Caller, targets: list[Target], t0: float
+    ) -> tuple[dict[str, Any], GatewayCall]:
         created = self.clock.now()
         current = tracing.start(
             f"embeddings {request.model}",
@@ -342,7 +456,7 @@ class Gateway:
         if tokens is None:
             tokens = estimate_tokens([{"content": inputs}], "")[0]
         row = GatewayCall(
-            call_id=new_call_id(),
+            call_id=caller.row_id(),
             operation="embeddings",
             model_asked=request.model,
             model_answered=str(answer.get("model") or target.model),

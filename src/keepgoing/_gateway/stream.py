@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from keepgoing import _tracing as tracing
 from keepgoing._gateway.config import Target
-from keepgoing._gateway.ledger import Caller, estimate_tokens, kept, new_call_id
+from keepgoing._gateway.ledger import Caller, estimate_tokens, kept
 from keepgoing._gateway.providers import ProviderError
 from keepgoing._gateway.requests import ChatRequest
 from keepgoing._store.gateway_protocol import GatewayCall
@@ -116,7 +116,7 @@ class Relay:
             message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
         prompts = self.gateway.config.prompts
         return GatewayCall(
-            call_id=new_call_id(),
+            call_id=self.caller.row_id(),
             operation="chat",
             model_asked=self.request.model,
             model_answered=self.model or self.target.model,

@@ -1,10 +1,12 @@
 """The local backend (the default): a group's replicas are ``keepgoing worker`` processes here.
 
 Each replica runs ``python -m keepgoing.cli worker <source> --queue <queue>`` in
-the group's environment (:mod:`keepgoing._groups.envs`), with the group's
-``env``, its decrypted secrets, and ``KEEPGOING_GROUP`` / ``KEEPGOING_INSTANCE`` /
-``KEEPGOING_GROUP_REVISION`` naming it; the secret key itself is never passed on.
-A replica's instance id is ``<group>-<pid>``.
+the group's environment (:mod:`keepgoing._groups.envs`). Its process environment
+is an allowlist (:mod:`keepgoing._groups.replica_env`): the group's ``env``, its
+decrypted secrets, the store URL (in ``KEEPGOING_STORE``, never on the command
+line), ``PATH`` and the locale, and ``KEEPGOING_GROUP`` /
+``KEEPGOING_GROUP_REVISION`` naming it; nothing else of this process's
+environment, and never the secret key. A replica's instance id is ``<group>-<pid>``.
 
 Pinning: every revision ensured here keeps its environment and its source file
 (``<workdir>/<group>/<revision>/``) until :meth:`LocalBackend.retire_revision`,
@@ -51,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from keepgoing._groups.envs import BuiltEnv, build_env
+from keepgoing._groups.replica_env import ReplicaAccess, replica_environment
 from keepgoing._groups.spec import GroupRevision, Instance, cpu_cores, memory_bytes
 from keepgoing._groups.stops import StopHook
 from keepgoing._store.stops import DRAIN_TIMEOUT, KILLED_BY_REQUEST, REPLACED, SCALED_DOWN
@@ -58,7 +61,6 @@ from keepgoing.errors import GroupNotFoundError
 
 __all__ = ["LocalBackend", "kill_local_instance"]
 
-_NEVER_PASSED = ("KEEPGOING_SECRET_KEY", "KEEPGOING_URL", "KEEPGOING_TOKEN")
 _KEEP_EXITED = 20
 _QUICK = 10.0  # a replica that fails sooner than this after starting backs its group off
 _MAX_BACKOFF = 30.0
@@ -78,7 +80,8 @@ class LocalBackend:
     """Replicas as child processes of this process.
 
     Args:
-        store_url: the store the workers use (a file or PostgreSQL URL: never memory).
+        store_url: the store the workers use (a file or PostgreSQL URL: never memory; on
+            PostgreSQL, best a worker role's: ``docs/groups.md``).
         workdir: where each revision's source file is written.
         progress: called with each line of an environment build.
         log_dir: where each replica's output goes (default: inherited).
@@ -96,6 +99,8 @@ class LocalBackend:
         worker_args: tuple[str, ...] = (),
     ) -> None:
         self.store_url = store_url
+        #: How replicas reach keepgoing (the only such values they are given).
+        self.access = ReplicaAccess(store_url)
         self.workdir = workdir
         self.progress = progress
         self.log_dir = log_dir
@@ -290,32 +295,26 @@ class LocalBackend:
     def _spawn(self, group: str, number: int) -> _Replica:
         key = (group, number)
         revision, built = self._revisions[group][number], self._envs[key]
-        env = {k: v for k, v in os.environ.items() if k not in _NEVER_PASSED}
-        env.update(built.env)
-        env.update(revision.env)
-        secrets = self._secrets.get(key, {})
-        env.update(secrets)
-        env["KEEPGOING_GROUP"] = group
-        env["KEEPGOING_GROUP_REVISION"] = str(number)
-        env["KEEPGOING_STORE"] = self.store_url
-        if secrets:
-            env["KEEPGOING_SECRET_ENV"] = ",".join(sorted(secrets))
-        else:
-            env.pop("KEEPGOING_SECRET_ENV", None)
+        names = {"KEEPGOING_GROUP": group, "KEEPGOING_GROUP_REVISION": str(number)}
         if revision.task_queues:
-            env["KEEPGOING_TASK_QUEUES"] = ",".join(
+            names["KEEPGOING_TASK_QUEUES"] = ",".join(
                 f"{task}={queue}" for task, queue in sorted(revision.task_queues.items())
             )
-        else:
-            env.pop("KEEPGOING_TASK_QUEUES", None)
+        env = replica_environment(
+            python=built.python,
+            image_env=built.env,
+            group_env=revision.env,
+            secrets=self._secrets.get(key, {}),
+            access=self.access,
+            names=names,
+            home=self.workdir / group / str(number) / "home",
+        )
         argv = [
             built.python,
             "-m",
             "keepgoing.cli",
             "worker",
             str(self._files[key]),
-            "--store",
-            self.store_url,
             "--queue",
             revision.task_queue,
             "--concurrency",

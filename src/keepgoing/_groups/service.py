@@ -11,13 +11,23 @@ from keepgoing._groups.autoscaler import Autoscaler
 from keepgoing._groups.local import LocalBackend
 from keepgoing._store.protocol import Store
 
-__all__ = ["group_autoscaler", "worker_store_url"]
+__all__ = ["WORKER_STORE_ENV", "group_autoscaler", "worker_store_url"]
 
 log = logging.getLogger("keepgoing.groups")
 
+#: The store URL replicas get instead of this process's: on PostgreSQL, a worker
+#: role's (``keepgoing store worker-role``), which cannot touch tokens, secrets or audit.
+WORKER_STORE_ENV = "KEEPGOING_WORKER_STORE"
+
 
 def worker_store_url(store: Store) -> str | None:
-    """The URL other processes open ``store`` with (None: a store in memory)."""
+    """The URL other processes open ``store`` with (None: a store in memory):
+    :data:`WORKER_STORE_ENV` when it is set, else the store's own URL."""
+    own = _own_url(store)
+    return (os.environ.get(WORKER_STORE_ENV) or own) if own is not None else None
+
+
+def _own_url(store: Store) -> str | None:
     path = getattr(store, "path", None)
     if path is not None:
         return None if path == ":memory:" else f"sqlite:///{os.path.abspath(path)}"

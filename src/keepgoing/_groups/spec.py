@@ -61,6 +61,7 @@ RESERVED_ENV = frozenset(
         "KEEPGOING_TASK_QUEUES",
         "KEEPGOING_INSTANCE",
         "KEEPGOING_GROUP_REVISION",
+        "KEEPGOING_WORKER_NONCE",
     }
 )
 _SCRIPT = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")

@@ -21,11 +21,18 @@ from keepgoing._gateway import http as gateway_http
 from keepgoing._gateway.config import GatewayConfig, load_config
 from keepgoing._gateway.service import Gateway
 from keepgoing._groups.service import group_autoscaler
+from keepgoing._server.apidocs import docs_page
 from keepgoing._server.context import ServerContext
-from keepgoing._server.defaults import DEFAULT_LONG_POLL_MAX, DEFAULT_MAX_BODY, DEFAULT_STREAM_MAX
+from keepgoing._server.defaults import (
+    DEFAULT_LONG_POLL_MAX,
+    DEFAULT_MAX_BODY,
+    DEFAULT_SESSION_IDLE,
+    DEFAULT_SESSION_LIFETIME,
+    DEFAULT_STREAM_MAX,
+)
 from keepgoing._server.door import Door
 from keepgoing._server.errors import install_error_handlers
-from keepgoing._server.middleware import AccessLog, BodyLimit
+from keepgoing._server.middleware import AccessLog, BodyLimit, NoSniff
 from keepgoing._server.routes import ROUTERS
 from keepgoing._server.routing import RunPaths
 from keepgoing._server.schemas import MAX_VERSION
@@ -59,6 +66,8 @@ def create_app(
     groups: bool = True,
     ui: bool = True,
     gateway: GatewayConfig | None = None,
+    session_idle: float = DEFAULT_SESSION_IDLE,
+    session_lifetime: float = DEFAULT_SESSION_LIFETIME,
 ) -> FastAPI:
     """The keepgoing HTTP API on ``store``.
 
@@ -79,6 +88,8 @@ def create_app(
         ui: serve the web UI (:mod:`keepgoing._server.ui`) at ``/``.
         gateway: the model gateway's configuration (default: ``load_config()``, which
             reads ``KEEPGOING_CONFIG`` or ``./keepgoing.toml``); served under ``/v1``.
+        session_idle: seconds a UI session may go unused before it ends.
+        session_lifetime: seconds a UI session lasts after signing in, however used.
     """
     orchestrator = (
         Orchestrator(store, clock=clock, interval=services_interval) if services else None
@@ -92,6 +103,8 @@ def create_app(
         long_poll_max=long_poll_max,
         stream_max=stream_max,
         orchestrator=orchestrator,
+        session_idle=session_idle,
+        session_lifetime=session_lifetime,
     )
 
     models = Gateway(gateway if gateway is not None else load_config(), store, clock=clock)
@@ -118,12 +131,13 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # no documentation UI from a CDN: /docs is rendered here
         redoc_url=None,
     )
     app.state.keepgoing = ctx
     app.state.gateway = models
     install_error_handlers(app)
+    app.add_api_route("/docs", lambda: docs_page(app), include_in_schema=False, methods=["GET"])
     routers = (*ROUTERS, gateway_http.router)
     for router in routers:
         app.include_router(router)
@@ -143,6 +157,7 @@ def create_app(
     if ui:
         app.add_middleware(Session, ctx=ctx)  # the browser's cookie, before the door
     app.add_middleware(AccessLog, ctx=ctx)
+    app.add_middleware(NoSniff)  # on every answer, the door's and the errors' too
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

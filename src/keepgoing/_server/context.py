@@ -11,6 +11,8 @@ from keepgoing._clock import Clock, system_clock
 from keepgoing._server.defaults import (
     DEFAULT_LONG_POLL_MAX,
     DEFAULT_MAX_BODY,
+    DEFAULT_SESSION_IDLE,
+    DEFAULT_SESSION_LIFETIME,
     DEFAULT_STREAM_MAX,
 )
 from keepgoing._store.protocol import Store
@@ -41,9 +43,15 @@ class ServerContext:
     orchestrator: Orchestrator | None = None
     #: Held while a token is revoked, so two revokes cannot each leave the other last.
     revoking: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: Server-sent event streams open now, and how many may be (a 503 above).
+    #: Server-sent event streams open now, and how many may be (a 503 above), in all
+    #: and for any one token (a 429 above: one caller cannot hold them all).
     streams: int = 0
     max_streams: int = 200
+    streams_by_token: dict[str, int] = field(default_factory=dict)
+    max_streams_per_token: int = 20
+    #: A UI session ends after this many seconds unused, and this many after sign-in.
+    session_idle: float = DEFAULT_SESSION_IDLE
+    session_lifetime: float = DEFAULT_SESSION_LIFETIME
 
 
 def context(request: Request) -> ServerContext:

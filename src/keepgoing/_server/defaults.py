@@ -7,6 +7,8 @@ __all__ = [
     "DEFAULT_LONG_POLL_MAX",
     "DEFAULT_MAX_BODY",
     "DEFAULT_PORT",
+    "DEFAULT_SESSION_IDLE",
+    "DEFAULT_SESSION_LIFETIME",
     "DEFAULT_STREAM_MAX",
 ]
 
@@ -18,3 +20,7 @@ DEFAULT_MAX_BODY = 1024 * 1024
 DEFAULT_LONG_POLL_MAX = 30.0
 #: The longest an event stream stays open, in seconds (an EventSource reconnects).
 DEFAULT_STREAM_MAX = 600.0
+#: A UI session ends after this many seconds without a request ...
+DEFAULT_SESSION_IDLE = 2 * 3600.0
+#: ... and this many seconds after signing in, however it is used.
+DEFAULT_SESSION_LIFETIME = 12 * 3600.0

@@ -31,6 +31,7 @@ from keepgoing._server.errors import error_response
 
 __all__ = [
     "PUBLIC",
+    "SESSION_PRINCIPAL",
     "PUBLIC_PREFIXES",
     "Door",
     "host_allowed",
@@ -40,9 +41,7 @@ __all__ = [
 ]
 
 #: The calls that need no token (the web UI's sign-in page among them).
-PUBLIC = frozenset(
-    {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/signin"}
-)
+PUBLIC = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/signin"})
 #: Folders whose files need no token: the web UI's stylesheet and scripts.
 PUBLIC_PREFIXES = ("/ui/static/",)
 
@@ -53,6 +52,9 @@ def is_public(path: str) -> bool:
 
 
 UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: Where the UI's session middleware (outside the door) leaves the principal of a
+#: living session cookie; the door takes it instead of a bearer token.
+SESSION_PRINCIPAL = "keepgoing.session_principal"
 
 
 @functools.cache
@@ -119,6 +121,8 @@ class Door:
                 await response(scope, receive, send)
                 return
             state["principal"] = ANONYMOUS
+        elif (session := state.pop(SESSION_PRINCIPAL, None)) is not None:
+            state["principal"] = session
         elif not is_public(str(scope.get("path", ""))):
             try:
                 state["principal"] = await authenticate(self.ctx.store, _bearer(headers))

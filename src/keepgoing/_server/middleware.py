@@ -1,4 +1,4 @@
-"""ASGI middleware: the request-size limit and the access log.
+"""ASGI middleware: the request-size limit, the access log, and ``nosniff`` on every answer.
 
 Both are plain ASGI (not ``BaseHTTPMiddleware``) so a long poll or a large
 body streams through them untouched.
@@ -15,7 +15,7 @@ from keepgoing._clock import system_clock
 from keepgoing._server.context import ServerContext
 from keepgoing._server.errors import TOO_LARGE, ApiError, error_response
 
-__all__ = ["AccessLog", "BodyLimit"]
+__all__ = ["AccessLog", "BodyLimit", "NoSniff"]
 
 access_log = logging.getLogger("keepgoing.server.access")
 
@@ -56,6 +56,29 @@ class BodyLimit:
             return message
 
         await self.app(scope, counted, send)
+
+
+class NoSniff:
+    """``X-Content-Type-Options: nosniff`` on every response, so a browser never runs a
+    JSON error or a log text it guessed to be a script or a page."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                if not any(k.lower() == b"x-content-type-options" for k, _ in headers):
+                    headers.append((b"x-content-type-options", b"nosniff"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
 
 
 def _too_large(limit: int) -> str:

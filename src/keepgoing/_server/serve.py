@@ -21,17 +21,21 @@ import uvicorn
 from starlette.responses import JSONResponse, Response
 
 from keepgoing._gateway.config import GatewayConfig, load_config
+from keepgoing._procinfo import refuse_inspection
 from keepgoing._server.app import create_app
 from keepgoing._server.defaults import (
     DEFAULT_HOST,
     DEFAULT_LONG_POLL_MAX,
     DEFAULT_MAX_BODY,
     DEFAULT_PORT,
+    DEFAULT_SESSION_IDLE,
+    DEFAULT_SESSION_LIFETIME,
     DEFAULT_STREAM_MAX,
 )
 from keepgoing._server.door import is_loopback
 from keepgoing._server.errors import error_response
 from keepgoing._server.logging import configure_logging
+from keepgoing._server.middleware import NoSniff
 from keepgoing._store.protocol import Store
 from keepgoing._store.startup import Opening
 from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
@@ -56,6 +60,8 @@ class ServeOptions:
     stream_max: float = DEFAULT_STREAM_MAX
     connect_timeout: float | None = None  # None: wait for the store for as long as it takes
     gateway_config: str | None = None  # keepgoing.toml with the [gateway] table
+    session_idle: float = DEFAULT_SESSION_IDLE
+    session_lifetime: float = DEFAULT_SESSION_LIFETIME
 
 
 def check_bind(host: str, port: int, auth: bool) -> None:
@@ -109,6 +115,9 @@ def run_server(options: ServeOptions, *, stop: threading.Event | None = None) ->
             missing database), or stayed away past ``connect_timeout``.
     """
     configure_logging(json_lines=options.log_json, verbose=options.verbose)
+    # Replicas of deployed groups run as this user: they must not read this process's
+    # environment (provider keys, the secret key, the store URL) through /proc.
+    refuse_inspection()
     check_bind(options.host, options.port, options.auth)
     gateway = load_config(options.gateway_config)
     store = store_from_url(options.store)
@@ -134,7 +143,7 @@ async def _serve(
         await opening.try_once()
         gate = _Gate(opening)
         config = uvicorn.Config(
-            gate,
+            NoSniff(gate),  # the gate's own answers too, before the app is up
             log_config=None,
             access_log=False,
             lifespan="off",  # the app's lifespan is entered below, once the store is open
@@ -164,6 +173,8 @@ async def _serve(
                     long_poll_max=options.long_poll_max,
                     stream_max=options.stream_max,
                     gateway=gateway,
+                    session_idle=options.session_idle,
+                    session_lifetime=options.session_lifetime,
                 )
                 async with app.router.lifespan_context(app):
                     await _warn_about(store, options)

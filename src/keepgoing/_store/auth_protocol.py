@@ -16,7 +16,7 @@ import abc
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["PERMISSIONS", "AuthStore", "TokenKind", "TokenRecord"]
+__all__ = ["PERMISSIONS", "AuthStore", "SessionRecord", "TokenKind", "TokenRecord"]
 
 TokenKind = Literal["user", "service"]
 
@@ -64,6 +64,22 @@ class TokenRecord:
         return permission in self.permissions or "admin" in self.permissions
 
 
+@dataclass(frozen=True)
+class SessionRecord:
+    """A browser session of the web UI: the cookie holds ``session_id`` and a secret,
+    whose SHA-256 is ``secret_hash``; it acts as token ``token_id``. It lasts until
+    ``expires_at`` at most, ends when idle too long after ``seen_at`` (the server's
+    rule), and at sign-out (``ended_at``)."""
+
+    session_id: str
+    secret_hash: str
+    token_id: str
+    created_at: float
+    seen_at: float
+    expires_at: float
+    ended_at: float | None = None
+
+
 class AuthStore(abc.ABC):
     """API tokens. Methods may raise :class:`~keepgoing.errors.StoreError`."""
 
@@ -89,3 +105,24 @@ class AuthStore(abc.ABC):
 
         Revoking a revoked token changes nothing (its first ``revoked_at`` stays).
         """
+
+    @abc.abstractmethod
+    async def create_session(self, session: SessionRecord, *, forget_before: float) -> None:
+        """Store a new session, and delete sessions that ended or expired before
+        ``forget_before`` (so the table holds only the living and the recent).
+
+        Raises:
+            StoreError: a session with ``session.session_id`` exists.
+        """
+
+    @abc.abstractmethod
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session ``session_id`` (ended or not), or None."""
+
+    @abc.abstractmethod
+    async def touch_session(self, session_id: str, now: float) -> None:
+        """Record that the session was used at ``now`` (an ended one stays ended)."""
+
+    @abc.abstractmethod
+    async def end_session(self, session_id: str, now: float) -> None:
+        """End the session at ``now`` (sign-out); ending an ended one changes nothing."""

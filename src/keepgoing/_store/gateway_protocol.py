@@ -19,17 +19,23 @@ restarts and across every server sharing the store.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
     "ATTEMPT_STATES",
+    "RESERVATION_TTL",
     "GatewayCall",
     "GatewayKey",
     "GatewayStore",
     "KeyUsage",
     "ModelUsage",
 ]
+
+#: Seconds a reservation (a 'pending' row) holds its key's budget when it is never
+#: settled (its server died mid-call); a call that settles does so at once.
+RESERVATION_TTL = 900.0
 
 AttemptState = Literal["none", "open", "committed", "failed", "lost"]
 ATTEMPT_STATES: tuple[str, ...] = ("none", "open", "committed", "failed", "lost")
@@ -41,9 +47,12 @@ class GatewayCall:
     made in-process or on a server without authentication).
 
     ``status`` is ``ok``, ``error`` (every provider tried failed), ``refused``
-    (over a key's limit, nothing was sent to a provider) or ``cancelled`` (the
-    client went away mid-stream). ``prompt`` and ``answer`` are JSON text, or
-    None when the gateway's ``prompts`` setting is ``off``.
+    (over a key's limit, nothing was sent to a provider), ``cancelled`` (the
+    client went away mid-stream), ``truncated`` (a stream cut after its answer
+    began) or ``pending`` (admitted and running: its tokens and cost are the
+    reservation made at admission, replaced by the real figures when it settles).
+    ``prompt`` and ``answer`` are JSON text, or None when the gateway's ``prompts``
+    setting is ``off``.
     """
 
     call_id: str
@@ -135,15 +144,36 @@ class GatewayStore(abc.ABC):
 
     @abc.abstractmethod
     async def record_gateway_call(self, call: GatewayCall) -> None:
-        """Append ``call`` to the ledger and add it to its key's daily roll-up.
+        """Append ``call`` to the ledger (or settle its ``pending`` reservation in place)
+        and add it to its key's daily roll-up. Text the store could not hold (a lone
+        surrogate, a NUL) is kept escaped: a call is never left unmetered.
 
         Raises:
-            StoreError: a row with ``call.call_id`` exists.
+            StoreError: a row with ``call.call_id`` exists and is not pending.
+        """
+
+    @abc.abstractmethod
+    async def reserve_gateway_call(
+        self,
+        call: GatewayCall,
+        now: float,
+        refuse: Callable[[GatewayKey, KeyUsage], Exception | None],
+    ) -> Exception | None:
+        """Admit ``call`` against its key's limits, in one transaction that holds the key.
+
+        The key's usage (settled calls, and the reservations of calls not settled yet)
+        is read and ``refuse(key, usage)`` asked. None: ``call`` is inserted as a
+        ``pending`` row, whose tokens and cost are its reservation, and None returned;
+        :meth:`record_gateway_call` with the same ``call_id`` settles it. Else a
+        ``refused`` row is inserted and the refusal returned. A key without limits
+        row admits every call. Concurrent admissions of one key take turns, so a limit
+        of N calls admits N, on every store and across processes.
         """
 
     @abc.abstractmethod
     async def gateway_key_usage(self, key_id: str, now: float) -> KeyUsage:
-        """What ``key_id`` has used (refused calls count for nothing)."""
+        """What ``key_id`` has used (refused calls count for nothing; the reservations
+        of pending calls count as used)."""
 
     @abc.abstractmethod
     async def gateway_key_state(

@@ -14,6 +14,7 @@ from keepgoing.cli import replay as _replay  # noqa: F401
 from keepgoing.cli import runs as _runs  # noqa: F401
 from keepgoing.cli import server as _server  # noqa: F401
 from keepgoing.cli import show as _show  # noqa: F401
+from keepgoing.cli import store as _store  # noqa: F401
 from keepgoing.cli import token as _token  # noqa: F401
 from keepgoing.cli import volume as _volume  # noqa: F401
 from keepgoing.cli import worker as _worker  # noqa: F401

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from keepgoing._procinfo import NONCE_ENV, new_nonce
 from keepgoing._server.defaults import DEFAULT_PORT
 from keepgoing._store.url import resolve_store_url
 from keepgoing.cli._app import app
@@ -44,10 +46,13 @@ def dev(
     from keepgoing._server.serve import ServeOptions, run_server  # noqa: PLC0415 (slow import)
 
     url = resolve_store_url(store)
-    argv = [sys.executable, "-m", "keepgoing.cli", "worker", str(file), "--store", url]
+    argv = [sys.executable, "-m", "keepgoing.cli", "worker", str(file)]
     for name in queue or ():
         argv += ["--queue", name]
-    worker = subprocess.Popen(argv)
+    # The store URL (and any password in it) in the environment, never on a command line
+    # every local user can read; the nonce spares the worker starting itself again.
+    env = {**os.environ, "KEEPGOING_STORE": url, NONCE_ENV: new_nonce()}
+    worker = subprocess.Popen(argv, env=env)
     stopping, worker_gone = threading.Event(), threading.Event()
     watcher = threading.Thread(target=_watch, args=(worker, stopping, worker_gone), daemon=True)
     watcher.start()

@@ -11,6 +11,8 @@ from keepgoing._server.defaults import (
     DEFAULT_LONG_POLL_MAX,
     DEFAULT_MAX_BODY,
     DEFAULT_PORT,
+    DEFAULT_SESSION_IDLE,
+    DEFAULT_SESSION_LIFETIME,
     DEFAULT_STREAM_MAX,
 )
 from keepgoing.cli._app import app
@@ -74,6 +76,14 @@ def server(
             show_default=False,
         ),
     ] = None,
+    session_idle: Annotated[
+        float,
+        typer.Option(min=60, help="Seconds a web UI session may go unused before it ends."),
+    ] = DEFAULT_SESSION_IDLE,
+    session_lifetime: Annotated[
+        float,
+        typer.Option(min=60, help="Seconds a web UI session lasts after signing in."),
+    ] = DEFAULT_SESSION_LIFETIME,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json) and fire timers and reap leases.
@@ -105,5 +115,7 @@ def server(
                 stream_max=stream_max,
                 connect_timeout=connect_timeout,
                 gateway_config=config,
+                session_idle=session_idle,
+                session_lifetime=session_lifetime,
             )
         )

@@ -13,6 +13,7 @@ import typer
 
 from keepgoing._store.startup import Opening
 from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
+from keepgoing._worker import process
 from keepgoing._worker.loader import load_file, task_queues_from_env
 from keepgoing._worker.redact import install_log_redaction, install_stream_redaction
 from keepgoing._worker.settings import WorkerSettings
@@ -70,6 +71,8 @@ def worker(
 
         keepgoing worker pipeline.py --queue default --concurrency 8
     """
+    # Before anything else: the nonce a kill proves this process by (``_worker/process.py``).
+    process.ensure_nonce()
     install_stream_redaction()
     setup_logging(verbose)
     install_log_redaction()
@@ -110,6 +113,7 @@ def worker(
         # starts again in this process's place (same pid), as a new worker.
         log.warning("worker %s restarting in a fresh process", the_worker.worker_id)
         logging.shutdown()
+        process.renew_nonce()
         os.execv(sys.executable, sys.orig_argv)
     if the_worker.abandoned_threads or the_worker.hung_threads:
         # Released attempts still run in threads that cannot be interrupted; their

@@ -11,6 +11,7 @@ the next fallback.
 from __future__ import annotations
 
 import abc
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -98,7 +99,8 @@ class HttpProvider(Provider):
         if response.status_code >= 400:
             raise error_from(response, self)
         try:
-            answer = response.json()
+            # An embeddings answer may hold millions of numbers: parsed off the event loop.
+            answer = await asyncio.to_thread(response.json)
         except ValueError:
             raise ProviderError(f"{self.name} answered with something that is not JSON") from None
         if not isinstance(answer, dict):

@@ -24,6 +24,7 @@ English. ``max_tokens`` cuts the answer (finish reason ``length``).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -191,6 +192,10 @@ class ScriptedProvider(Provider):
         }
 
     async def chat(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
+        # The answer is computed on a thread: a large prompt never holds the event loop.
+        return await asyncio.to_thread(self._chat, model, body)
+
+    def _chat(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
         message, finish, prompt, completion = self._respond(model, body)
         return {
             **self._envelope(_digest(model, body), model),
@@ -204,7 +209,7 @@ class ScriptedProvider(Provider):
         }
 
     async def stream(self, model: str, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-        message, finish, prompt, completion = self._respond(model, body)
+        message, finish, prompt, completion = await asyncio.to_thread(self._respond, model, body)
         envelope = {
             **self._envelope(_digest(model, body), model),
             "object": "chat.completion.chunk",
@@ -232,6 +237,9 @@ class ScriptedProvider(Provider):
         }
 
     async def embed(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.to_thread(self._embed, model, body)
+
+    def _embed(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
         inputs = body["input"]
         texts = [inputs] if isinstance(inputs, str) else list(inputs)
         size = body.get("dimensions") or 64

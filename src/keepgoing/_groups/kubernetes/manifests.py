@@ -30,6 +30,7 @@ from keepgoing._groups.kubernetes.keda import (
 )
 from keepgoing._groups.kubernetes.settings import KubernetesSettings, keda_connection
 from keepgoing._groups.spec import RESERVED_ENV, GroupRevision
+from keepgoing._procinfo import NONCE_ENV
 from keepgoing.errors import GroupError
 
 __all__ = ["GROUP_LABEL", "RenderedGroup", "render_manifests", "render_objects"]
@@ -227,6 +228,8 @@ def _env(revision: GroupRevision) -> list[dict[str, Any]]:
             else []
         ),
         {"name": "KEEPGOING_INSTANCE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        # A nonce per pod, so the worker need not start itself again to get one.
+        {"name": NONCE_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
         _from_secret(_STORE_KEY, revision),
     ]
     if revision.task_queues:

@@ -38,7 +38,9 @@ _DESCRIPTIONS = {
     409: "A conflict: the workflow id is running, the run has ended, or the token is the "
     "last admin token.",
     413: "The body or payload is over its size limit (`payload_too_large`).",
-    503: "The store is unavailable (`store_error`).",
+    429: "This token already holds as many event streams as one token may (`too_many_streams`).",
+    503: "The store is unavailable (`store_error`), or the server holds as many event "
+    "streams as it may (`too_many_streams`).",
 }
 
 WorkflowIdPath = Annotated[

@@ -1,10 +1,13 @@
 """Kill the worker: by its id, or the one running a run's current step.
 
 A plain ``keepgoing worker`` on this server's machine is sent ``SIGKILL``
-through its registered pid, after checking that the pid still names that
-worker (``_worker/process.py``). A worker elsewhere, or one that did not
-register its identity, is refused with 409 ``worker_not_killable`` naming why.
-Each kill is audited (``worker.kill``) with the caller as its actor, and
+through its registered pid, after proving that the process at that pid is that
+worker: it started at the recorded time and holds the nonce whose hash the row
+carries (``_worker/process.py``). A worker elsewhere, one that did not register
+its identity, and a row that names a process it cannot prove (a forged row) are
+refused with 409 ``worker_not_killable`` naming why, and the refusal is audited
+(``worker.kill_refused``), so an attempt to kill through a forged row is on
+record. Each kill is audited (``worker.kill``) with the caller as its actor, and
 recorded as a stop of that worker before the signal (``_worker/stopping.py``),
 so the attempts it loses carry the cause ``killed_by_request`` and count
 against no limit.
@@ -82,6 +85,13 @@ async def _kill(
     try:
         killed = await kill_recorded(ctx.store, worker, stop, ctx.clock.now())
     except process.NotKillable as exc:
+        refused = {
+            "worker_id": worker.worker_id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "via": via,
+        }
+        await _audit(ctx, who, run, "worker.kill_refused", {**refused, "reason": exc.reason})
         raise ApiError(
             409,
             "worker_not_killable",
@@ -96,23 +106,33 @@ async def _kill(
     }
     if cmd is not None:
         detail["cmd"] = cmd
-    await ctx.store.append_audit(
-        AuditEntry(
-            at=ctx.clock.now(),
-            actor_kind=who.kind,
-            actor_id=who.id,
-            action="worker.kill",
-            workflow_id=run.workflow_id if run is not None else None,
-            run_id=run.run_id if run is not None else None,
-            detail=detail,
-        )
-    )
+    await _audit(ctx, who, run, "worker.kill", detail)
     return KillResult(
         worker_id=worker.worker_id,
         host=killed.host,
         pid=killed.pid,
         run_id=run.run_id if run is not None else None,
         cmd=cmd,
+    )
+
+
+async def _audit(
+    ctx: ServerContext,
+    who: Principal,
+    run: RunRecord | None,
+    action: str,
+    detail: dict[str, object],
+) -> None:
+    await ctx.store.append_audit(
+        AuditEntry(
+            at=ctx.clock.now(),
+            actor_kind=who.kind,
+            actor_id=who.id,
+            action=action,
+            workflow_id=run.workflow_id if run is not None else None,
+            run_id=run.run_id if run is not None else None,
+            detail=detail,
+        )
     )
 
 

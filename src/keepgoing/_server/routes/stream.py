@@ -9,7 +9,9 @@ next in one commit, wakes no one by design). A comment line is sent after
 
 Bounded: each stream is one generator that only this client's socket can
 slow down (the server's other requests do not wait for it); at most
-``ServerContext.max_streams`` are open per server process (a 503 past that);
+``ServerContext.max_streams`` are open per server process (a 503 past that),
+and at most ``ServerContext.max_streams_per_token`` for any one token (a 429),
+so one caller cannot take every slot;
 a client that goes away ends its generator (Starlette cancels it), which
 frees its slot; and a stream ends after ``ServerContext.stream_max`` seconds
 (``keepgoing server --stream-max``, 10 minutes by default). A browser's
@@ -76,7 +78,11 @@ class _Waiter:
     """A stream's identity for ``wait_for_change`` (weak-referable, unlike object())."""
 
 
-def _response(ctx: ServerContext, body: AsyncIterator[bytes]) -> StreamingResponse:
+def _response(
+    ctx: ServerContext, body: AsyncIterator[bytes], request: Request
+) -> StreamingResponse:
+    principal = getattr(request.state, "principal", None)
+    caller = (principal.token_id or principal.id) if principal is not None else ""
     if ctx.streams >= ctx.max_streams:
         raise ApiError(
             503,
@@ -84,7 +90,16 @@ def _response(ctx: ServerContext, body: AsyncIterator[bytes]) -> StreamingRespon
             f"this server already serves {ctx.streams} event streams (its limit); "
             "close one or retry later",
         )
+    mine = ctx.streams_by_token.get(caller, 0)
+    if mine >= ctx.max_streams_per_token:
+        raise ApiError(
+            429,
+            "too_many_streams",
+            f"this token already holds {mine} event streams on this server (the most one "
+            "token may); close one or retry later",
+        )
     ctx.streams += 1
+    ctx.streams_by_token[caller] = mine + 1
 
     async def guarded() -> AsyncIterator[bytes]:
         try:
@@ -92,6 +107,11 @@ def _response(ctx: ServerContext, body: AsyncIterator[bytes]) -> StreamingRespon
                 yield chunk
         finally:
             ctx.streams -= 1
+            left = ctx.streams_by_token.get(caller, 1) - 1
+            if left > 0:
+                ctx.streams_by_token[caller] = left
+            else:
+                ctx.streams_by_token.pop(caller, None)
 
     return StreamingResponse(
         guarded(),
@@ -102,7 +122,7 @@ def _response(ctx: ServerContext, body: AsyncIterator[bytes]) -> StreamingRespon
 
 @router.get(
     "/stream/runs",
-    responses=documented(ok=_SSE),
+    responses=documented(429, ok=_SSE),
     response_class=StreamingResponse,
     summary="Runs as they change (server-sent events)",
 )
@@ -129,7 +149,7 @@ async def stream_runs(
     resume = None
     if last_event_id:
         resume = float(last_event_id)  # its pattern is checked: digits, maybe a fraction
-    return _response(ctx, _runs(ctx, resume))
+    return _response(ctx, _runs(ctx, resume), request)
 
 
 async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes]:
@@ -182,7 +202,7 @@ async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes
 
 @router.get(
     "/runs/{workflow_id:kgid}/stream",
-    responses=documented(404, ok=_SSE),
+    responses=documented(404, 429, ok=_SSE),
     response_class=StreamingResponse,
     summary="A run's new events as they are appended (server-sent events)",
 )
@@ -210,7 +230,7 @@ async def stream_run(
     start = after
     if start is None and last_event_id:
         start = int(last_event_id)  # its pattern is checked: digits
-    return _response(ctx, _history(ctx, run, start or 0))
+    return _response(ctx, _history(ctx, run, start or 0), request)
 
 
 async def _history(ctx: ServerContext, run: RunRecord, after: int) -> AsyncIterator[bytes]:

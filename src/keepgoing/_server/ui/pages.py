@@ -23,9 +23,11 @@ from keepgoing._server.ui.session import (
     CSRF_FIELD,
     clear_cookie,
     csrf_token,
+    end_session,
     same_origin,
     session_cookie,
     session_token,
+    start_session,
 )
 from keepgoing._store.auth_protocol import PERMISSIONS
 from keepgoing._version import __version__
@@ -88,7 +90,7 @@ def _page(request: Request, template: str, title: str, **values: Any) -> HTMLRes
     response.headers["X-Frame-Options"] = "DENY"
     response.headers["Content-Security-Policy"] = (
         "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "connect-src 'self' *; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     )
     response.headers["Referrer-Policy"] = "same-origin"
     return response
@@ -210,16 +212,24 @@ async def signin(request: Request) -> Response:
     except Unauthenticated as exc:
         return _signin_error(request, next, str(exc), 401)
     request.state.principal = principal
-    response = RedirectResponse(_local(next), status_code=303)
-    response.headers["Set-Cookie"] = session_cookie(
-        token.strip(), secure=request.url.scheme == "https"
+    assert principal.token_id is not None
+    value = await start_session(
+        ctx.store, principal.token_id, ctx.clock.now(), ctx.session_lifetime
     )
+    response = RedirectResponse(_local(next), status_code=303)
+    response.headers["Set-Cookie"] = session_cookie(value, secure=request.url.scheme == "https")
     return response
 
 
 @router.post("/signout", response_model=None)
 async def signout(request: Request) -> Response:
-    """End the session (the CSRF check in :mod:`keepgoing._server.ui.session` ran first)."""
+    """End the session (the CSRF check in :mod:`keepgoing._server.ui.session` ran first):
+    its record is ended, so its cookie is worth nothing even if it was copied."""
+    ctx = context(request)
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    await end_session(
+        ctx.store, session_token(headers, request.url.scheme == "https"), ctx.clock.now()
+    )
     response = RedirectResponse("/signin", status_code=303)
     response.headers["Set-Cookie"] = clear_cookie(secure=request.url.scheme == "https")
     return response

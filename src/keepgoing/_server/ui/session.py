@@ -1,20 +1,26 @@
-"""The browser session: a token pasted once becomes an ``HttpOnly`` cookie.
+"""The browser session: a token pasted once starts a server-side session, kept in a cookie.
 
-The cookie (:data:`COOKIE`) holds the token itself, ``HttpOnly; SameSite=Strict;
-Path=/`` (and ``Secure`` over https), so page scripts never see it and no other
-site's page sends it. :class:`Session` sits outside the API's door and, for a
-request that carries the cookie and no ``Authorization`` header, hands the door
-``Authorization: Bearer <token>``: the door authenticates it and every route
-checks its permission exactly as for any API client, and the audit log names
-the token's principal.
+Signing in checks the token and stores a session (``ui_sessions``): a random id
+and secret, of which the store keeps only the secret's SHA-256, acting as that
+token. The cookie holds ``kgs_<id>_<secret>``, never the token: ``HttpOnly;
+SameSite=Strict; Path=/``, and over https ``Secure`` under the ``__Host-``
+prefix (:data:`SECURE_COOKIE`), so page scripts never see it, no other site's
+page sends it and no sibling domain can set it. A session ends when it has been
+idle for ``ServerContext.session_idle`` seconds, when it is
+``ServerContext.session_lifetime`` seconds old whatever its use, at sign-out,
+and when its token is revoked. :class:`Session` sits outside the API's door
+and, for a request that carries a living session's cookie and no
+``Authorization`` header, hands the door the session token's principal: every
+route checks its permission exactly as for any API client, and the audit log
+names the token's principal.
 
 A request the cookie authenticates that changes state (``POST``, ``PUT``,
 ``PATCH``, ``DELETE``) must also carry the CSRF token (:func:`csrf_token`) in
 the ``X-CSRF-Token`` header or, for a plain HTML form, the ``csrf_token`` field,
 and must not come from another origin (``Origin``, ``Sec-Fetch-Site``); else it
 is refused with 403 before the door sees it. The CSRF token is an HMAC of a
-fixed label keyed by the session's token, so it needs no server-side state and
-every server process of a deployment agrees on it.
+fixed label keyed by the session's cookie value, so every server process of a
+deployment agrees on it, and it dies with its session.
 
 A page (``GET`` of a path outside the API) that the door refuses with 401 is
 answered with a redirect to the sign-in page instead.
@@ -24,28 +30,44 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+import secrets
 import urllib.parse
 from http.cookies import SimpleCookie
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from keepgoing._server.auth import Principal, principal_of
 from keepgoing._server.context import ServerContext
-from keepgoing._server.door import UNSAFE
+from keepgoing._server.door import SESSION_PRINCIPAL, UNSAFE
 from keepgoing._server.errors import error_response
+from keepgoing._server.tokens import hash_secret
+from keepgoing._store.auth_protocol import SessionRecord
+from keepgoing._store.protocol import Store
 
 __all__ = [
     "COOKIE",
     "CSRF_FIELD",
     "CSRF_HEADER",
+    "SECURE_COOKIE",
     "Session",
     "clear_cookie",
     "csrf_token",
+    "end_session",
     "is_page",
+    "resolve_session",
     "session_cookie",
     "session_token",
+    "start_session",
 ]
 
 COOKIE = "kg_session"
+#: The cookie's name over https: the ``__Host-`` prefix makes a browser refuse it unless
+#: it is ``Secure``, for ``Path=/`` and set by this very host (no ``Domain``).
+SECURE_COOKIE = "__Host-kg_session"
+_VALUE = re.compile(r"^kgs_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+#: A session's last use is written at most this often (seconds): idle time is exact to it.
+_TOUCH_EVERY = 60.0
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf_token"
 _LABEL = b"keepgoing-ui-csrf-v1"
@@ -72,8 +94,10 @@ def is_page(path: str) -> bool:
     return path in PAGES
 
 
-def session_token(headers: dict[str, str]) -> str | None:
-    """The token in the session cookie of a request's headers (lower-case names), or None."""
+def session_token(headers: dict[str, str], secure: bool | None = None) -> str | None:
+    """The session cookie's value in a request's headers (lower-case names), or None:
+    over https (``secure``) only the ``__Host-`` cookie counts, over http only the plain
+    one; None takes either."""
     raw = headers.get("cookie")
     if not raw:
         return None
@@ -82,21 +106,71 @@ def session_token(headers: dict[str, str]) -> str | None:
         jar.load(raw)
     except Exception:  # a malformed Cookie header is no session, not an error page
         return None
-    morsel = jar.get(COOKIE)
-    value = morsel.value if morsel is not None else ""
-    return value or None
+    names = {True: (SECURE_COOKIE,), False: (COOKIE,), None: (SECURE_COOKIE, COOKIE)}[secure]
+    for name in names:
+        morsel = jar.get(name)
+        if morsel is not None and morsel.value:
+            return str(morsel.value)
+    return None
 
 
-def session_cookie(token: str, secure: bool) -> str:
-    """The ``Set-Cookie`` value that starts a session."""
-    flags = "; Secure" if secure else ""
-    return f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{flags}"
+def session_cookie(value: str, secure: bool) -> str:
+    """The ``Set-Cookie`` value that starts a session (its lifetime is the server's to
+    enforce: the cookie itself lasts as long as the browser keeps it)."""
+    if secure:
+        return f"{SECURE_COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Strict"
+    return f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict"
 
 
 def clear_cookie(secure: bool) -> str:
     """The ``Set-Cookie`` value that ends a session."""
-    flags = "; Secure" if secure else ""
-    return f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{flags}"
+    if secure:
+        return f"{SECURE_COOKIE}=; Path=/; Max-Age=0; Secure; HttpOnly; SameSite=Strict"
+    return f"{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict"
+
+
+async def start_session(store: Store, token_id: str, now: float, lifetime: float) -> str:
+    """Store a new session acting as ``token_id``; the cookie value that carries it."""
+    session_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+    record = SessionRecord(
+        session_id=session_id,
+        secret_hash=hash_secret(secret),
+        token_id=token_id,
+        created_at=now,
+        seen_at=now,
+        expires_at=now + lifetime,
+    )
+    await store.create_session(record, forget_before=now - lifetime)
+    return f"kgs_{session_id}_{secret}"
+
+
+async def resolve_session(ctx: ServerContext, value: str, now: float) -> Principal | None:
+    """The principal of a living session, or None: an unknown, forged, ended, idle or
+    expired session, or one whose token was revoked."""
+    match = _VALUE.match(value)
+    if match is None:
+        return None
+    session_id, secret = match.groups()
+    record = await ctx.store.get_session(session_id)
+    if record is None or not hmac.compare_digest(hash_secret(secret), record.secret_hash):
+        return None
+    if record.ended_at is not None or now >= record.expires_at:
+        return None
+    if now - record.seen_at >= ctx.session_idle:
+        return None
+    token = await ctx.store.get_token(record.token_id)
+    if token is None or not token.active:
+        return None
+    if now - record.seen_at >= _TOUCH_EVERY:
+        await ctx.store.touch_session(session_id, now)
+    return principal_of(token)
+
+
+async def end_session(store: Store, value: str | None, now: float) -> None:
+    """End the session a cookie value names (sign-out); nothing for one that is not."""
+    match = _VALUE.match(value or "")
+    if match is not None:
+        await store.end_session(match.group(1), now)
 
 
 def same_origin(headers: dict[str, str], scheme: str) -> bool:
@@ -122,18 +196,17 @@ class Session:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        token = session_token(headers) if self.ctx.auth else None
-        if token is not None and "authorization" not in headers:
-            if scope.get("method") in UNSAFE:
-                refusal, receive = await self._check_csrf(scope, receive, headers, token)
-                if refusal is not None:
-                    await refusal(scope, receive, send)
-                    return
-            scope = dict(scope)
-            scope["headers"] = [
-                *scope["headers"],
-                (b"authorization", f"Bearer {token}".encode("latin-1")),
-            ]
+        secure = scope.get("scheme") == "https"
+        value = session_token(headers, secure) if self.ctx.auth else None
+        if value is not None and "authorization" not in headers:
+            principal = await resolve_session(self.ctx, value, self.ctx.clock.now())
+            if principal is not None:
+                if scope.get("method") in UNSAFE:
+                    refusal, receive = await self._check_csrf(scope, receive, headers, value)
+                    if refusal is not None:
+                        await refusal(scope, receive, send)
+                        return
+                scope.setdefault("state", {})[SESSION_PRINCIPAL] = principal
         path = str(scope.get("path", ""))
         if self.ctx.auth and scope.get("method") == "GET" and is_page(path):
             send = _redirect_unauthenticated(scope, send)

@@ -274,6 +274,15 @@ def migrate(conninfo: str, where: str) -> int:
 
 
 def _apply(conn: psycopg.Connection[Any], known: list[Migration], where: str) -> int:
+    # A schema already current needs no lock and no DDL: a worker's role, which may not
+    # create anything (``worker_role.sql``), opens the store this way.
+    if rows.value(conn, "SELECT to_regclass('keepgoing_schema') IS NOT NULL"):
+        current = int(
+            rows.value(conn, "SELECT COALESCE(MAX(version), 0) FROM keepgoing_schema") or 0
+        )
+        check_version(current, known, where)
+        if current >= (known[-1].version if known else 0):
+            return current
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
     conn.execute(
         "CREATE TABLE IF NOT EXISTS keepgoing_schema (version INTEGER PRIMARY KEY, "

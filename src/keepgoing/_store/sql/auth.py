@@ -1,4 +1,5 @@
-"""The SQL stores' token facet (mixed into ``SqlStore``); table ``tokens`` (0004)."""
+"""The SQL stores' token facet (mixed into ``SqlStore``): tables ``tokens`` (0004) and
+``ui_sessions`` (0015)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import sqlite3
 from typing import Any, NamedTuple
 
 from keepgoing._payload import dumps, loads
-from keepgoing._store.auth_protocol import AuthStore, TokenKind, TokenRecord
+from keepgoing._store.auth_protocol import AuthStore, SessionRecord, TokenKind, TokenRecord
 from keepgoing._store.refused import name_refused
 from keepgoing._store.sql.rows import columns, every, one
 from keepgoing.errors import StoreError
@@ -31,7 +32,24 @@ class _TokenId(NamedTuple):
     token_id: str
 
 
+class SessionRow(NamedTuple):
+    """A ``ui_sessions`` row as :data:`SESSION_COLUMNS` selects it."""
+
+    session_id: str
+    secret_hash: str
+    token_id: str
+    created_at: float
+    seen_at: float
+    expires_at: float
+    ended_at: float | None
+
+
+class _SessionId(NamedTuple):
+    session_id: str
+
+
 TOKEN_COLUMNS = columns(TokenRow)
+SESSION_COLUMNS = columns(SessionRow)
 
 
 @name_refused
@@ -58,6 +76,22 @@ class SqlAuthMixin(AuthStore):
     async def revoke_token(self, token_id: str, now: float) -> TokenRecord | None:
         token: TokenRecord | None = await self._write(lambda c: _revoke(c, token_id, now))
         return token
+
+    async def create_session(self, session: SessionRecord, *, forget_before: float) -> None:
+        await self._write(lambda c: _create_session(c, session, forget_before))
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        sql = f"SELECT {SESSION_COLUMNS} FROM ui_sessions WHERE session_id = ?"
+        row: SessionRow | None = await self._read(lambda c: one(c, SessionRow, sql, (session_id,)))
+        return SessionRecord(*row) if row is not None else None
+
+    async def touch_session(self, session_id: str, now: float) -> None:
+        sql = "UPDATE ui_sessions SET seen_at = ? WHERE session_id = ? AND ended_at IS NULL"
+        await self._write(lambda c: c.execute(sql, (now, session_id)))
+
+    async def end_session(self, session_id: str, now: float) -> None:
+        sql = "UPDATE ui_sessions SET ended_at = ? WHERE session_id = ? AND ended_at IS NULL"
+        await self._write(lambda c: c.execute(sql, (now, session_id)))
 
 
 def _record(r: TokenRow) -> TokenRecord:
@@ -107,3 +141,19 @@ def _revoke(conn: sqlite3.Connection, token_id: str, now: float) -> TokenRecord 
         (now, token_id),
     )
     return _get(conn, token_id)
+
+
+def _create_session(conn: sqlite3.Connection, s: SessionRecord, forget_before: float) -> None:
+    conn.execute(
+        "DELETE FROM ui_sessions WHERE expires_at < ? OR ended_at < ?",
+        (forget_before, forget_before),
+    )
+    row = one(
+        conn,
+        _SessionId,
+        f"INSERT INTO ui_sessions ({SESSION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id) DO NOTHING RETURNING session_id",
+        (s.session_id, s.secret_hash, s.token_id, s.created_at, s.seen_at, s.expires_at, None),
+    )
+    if row is None:
+        raise StoreError(f"a session with id {s.session_id!r} already exists")

@@ -31,6 +31,8 @@ Lock order (PostgreSQL)
    it ends, the target of a message. Runs locked together in one sweep
    (``publish_event``) are locked in ``run_id`` order.
 4. Advisory locks on an event key, volume rows and metric counters last.
+5. A gateway admission (``reserve_gateway_call``) locks its key's
+   ``gateway_keys`` row and takes no other lock, so it never closes a cycle.
 
 Exceptions, which never wait for a lock and so cannot close a cycle:
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from keepgoing._payload import dumps, loads
 from keepgoing._store.gateway_protocol import (
+    RESERVATION_TTL,
     GatewayCall,
     GatewayKey,
     GatewayStore,
@@ -22,7 +25,14 @@ from keepgoing._store.gateway_protocol import (
 from keepgoing._store.refused import name_refused
 from keepgoing.errors import StoreError
 
-__all__ = ["CALL_COLUMNS", "OPEN_CALLS", "SqlGatewayMixin", "mark_attempt_calls", "utc_day"]
+__all__ = [
+    "CALL_COLUMNS",
+    "OPEN_CALLS",
+    "SqlGatewayMixin",
+    "mark_attempt_calls",
+    "storable",
+    "utc_day",
+]
 
 CALL_COLUMNS: tuple[str, ...] = (
     "call_id",
@@ -75,6 +85,15 @@ class SqlGatewayMixin(GatewayStore):
 
     async def record_gateway_call(self, call: GatewayCall) -> None:
         await self._write(lambda c: _record(c, call))
+
+    async def reserve_gateway_call(
+        self,
+        call: GatewayCall,
+        now: float,
+        refuse: Callable[[GatewayKey, KeyUsage], Exception | None],
+    ) -> Exception | None:
+        refusal: Exception | None = await self._write(lambda c: _reserve(c, call, now, refuse))
+        return refusal
 
     async def gateway_key_usage(self, key_id: str, now: float) -> KeyUsage:
         usage: KeyUsage = await self._read(lambda c: _usage(c, key_id, now))
@@ -155,17 +174,47 @@ def mark_attempt_calls(
     )
 
 
-def _record(conn: sqlite3.Connection, call: GatewayCall) -> None:
+#: Text a call's row holds that the caller chose (its model name, its prompt, errors
+#: quoting them). Every value is made storable on both stores before it is written.
+_TEXT_COLUMNS: tuple[str, ...] = ("model_asked", "model_answered", "provider", "error")
+_TEXT_COLUMNS += ("run_id", "operation_id", "prompt", "answer", "key_id")
+
+
+def storable(text: str | None) -> str | None:
+    """``text`` as both stores accept it: a lone surrogate becomes its escape (``\\udc80``)
+    and a NUL ``\\x00``, so a call is metered whatever its prompt held."""
+    if text is None:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
+
+
+_UPSERT = (
+    f"INSERT INTO gateway_calls ({_CALLS}) VALUES ({', '.join('?' * len(CALL_COLUMNS))}) "
+    "ON CONFLICT (call_id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in CALL_COLUMNS[1:])
+    + " WHERE gateway_calls.status = 'pending' RETURNING call_id"
+)
+
+
+def _values(call: GatewayCall) -> list[Any]:
     values = [getattr(call, name) for name in CALL_COLUMNS]
+    for name in _TEXT_COLUMNS:
+        index = CALL_COLUMNS.index(name)
+        values[index] = storable(values[index])
     values[CALL_COLUMNS.index("streamed")] = int(call.streamed)
-    row = conn.execute(
-        f"INSERT INTO gateway_calls ({_CALLS}) VALUES ({', '.join('?' * len(CALL_COLUMNS))}) "
-        "ON CONFLICT (call_id) DO NOTHING RETURNING call_id",
-        values,
-    ).fetchone()
+    return values
+
+
+def _record(conn: sqlite3.Connection, call: GatewayCall) -> None:
+    # A new row, or the settling of the call's reservation (its 'pending' row) in place.
+    row = conn.execute(_UPSERT, _values(call)).fetchone()
     if row is None:
         raise StoreError(f"a gateway call with id {call.call_id!r} is already recorded")
-    if call.status == "refused":
+    if call.status in ("refused", "pending"):
         return
     conn.execute(
         "INSERT INTO gateway_spend (key_id, day, requests, tokens, cost) VALUES (?, ?, 1, ?, ?) "
@@ -197,6 +246,34 @@ def _key_state(
     return key, _usage(conn, token_id, now) if limited else None
 
 
+def _reserve(
+    conn: sqlite3.Connection,
+    call: GatewayCall,
+    now: float,
+    refuse: Callable[[GatewayKey, KeyUsage], Exception | None],
+) -> Exception | None:
+    # The key's row is the lock every admission of that key takes first (and the only
+    # lock it takes), so two admissions never both see room for one more call.
+    row = conn.execute(
+        f"SELECT {_KEYS} FROM gateway_keys WHERE token_id = ? /*FOR UPDATE*/", (call.key_id,)
+    ).fetchone()
+    refusal = refuse(_key(row), _usage(conn, call.key_id, now)) if row is not None else None
+    if refusal is None:
+        _record(conn, replace(call, status="pending"))
+        return None
+    refused = replace(
+        call,
+        status="refused",
+        input_tokens=0,
+        output_tokens=0,
+        cost=0.0,
+        tries=0,
+        error=str(refusal)[:2000],
+    )
+    _record(conn, refused)
+    return refusal
+
+
 def _usage(conn: sqlite3.Connection, key_id: str, now: float) -> KeyUsage:
     minute = conn.execute(
         "SELECT COUNT(*) AS requests, "
@@ -212,14 +289,22 @@ def _usage(conn: sqlite3.Connection, key_id: str, now: float) -> KeyUsage:
         "FROM gateway_spend WHERE key_id = ?",
         (utc_day(now), key_id),
     ).fetchone()
+    # Reservations of calls still running count as spent (until they settle, or for
+    # RESERVATION_TTL after a server that died mid-call left them behind).
+    held = conn.execute(
+        "SELECT CAST(COALESCE(SUM(cost), 0) AS DOUBLE PRECISION) AS held FROM gateway_calls "
+        "WHERE key_id = ? AND status = 'pending' AND created_at > ?",
+        (key_id, now - RESERVATION_TTL),
+    ).fetchone()
     m = dict(zip(("requests", "tokens", "oldest"), minute, strict=True))
     s = dict(zip(("day_cost", "total_cost"), spend, strict=True))
+    reserved = float(held[0])
     return KeyUsage(
         minute_requests=int(m["requests"]),
         minute_tokens=int(m["tokens"]),
         minute_oldest=m["oldest"],
-        day_cost=float(s["day_cost"]),
-        total_cost=float(s["total_cost"]),
+        day_cost=float(s["day_cost"]) + reserved,
+        total_cost=float(s["total_cost"]) + reserved,
     )
 
 

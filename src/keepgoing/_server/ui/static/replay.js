@@ -195,13 +195,27 @@ document.getElementById("src-file").addEventListener("change", async (event) => 
 document.getElementById("src-url").addEventListener("submit", async (event) => {
   event.preventDefault();
   const url = document.getElementById("src-url-input").value.trim();
+  let where;
   try {
-    const response = await fetch(url, { credentials: new URL(url, location.href).origin === location.origin ? "same-origin" : "omit" });
+    where = new URL(url, location.href);
+  } catch (error) {
+    status.textContent = `${url}: not a URL`;
+    status.className = "error";
+    return;
+  }
+  // The page may connect to this server only (its policy says connect-src 'self').
+  if (where.origin !== location.origin) {
+    status.textContent = `${url}: this page loads only from this server; download the file and open it above`;
+    status.className = "error";
+    return;
+  }
+  try {
+    const response = await fetch(where, { credentials: "same-origin" });
     if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
     const doc = await response.json();
-    load(Array.isArray(doc) ? doc : doc.events, url, new URL(url, location.href).origin === location.origin);
+    load(Array.isArray(doc) ? doc : doc.events, url, true);
   } catch (error) {
-    status.textContent = `${url}: ${error.message} (the URL must answer this browser, with CORS if on another site)`;
+    status.textContent = `${url}: ${error.message}`;
     status.className = "error";
   }
 });

@@ -1,0 +1,28 @@
+-- keepgoing: what a worker's database role may touch.
+--
+-- A deployed group's replicas run code that whoever deployed the group wrote.
+-- On PostgreSQL they connect as a role of their own (KEEPGOING_WORKER_STORE on
+-- the server), granted here exactly what a `keepgoing worker` uses: running
+-- workflows (runs, history, tasks, timers, messages, events, children, patches),
+-- volumes, attempt logs, its registry row and its stops, the orchestrator's
+-- service leases and metric rows (kept by a trigger on history, which runs with
+-- the worker's privileges), and the ledger rows of its model calls. It is
+-- granted nothing on tokens, ui_sessions, secrets, audit_log, group_revisions,
+-- group_decisions or group_instances, and may only read worker_groups (a child
+-- run takes its queue's revision from it) and gateway_keys.
+--
+-- `{role}` is replaced by the role's (quoted) name and `{schema}` by the schema
+-- keepgoing's tables live in; `keepgoing store worker-role` runs this file.
+GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT ON keepgoing_schema TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON
+    runs, history, tasks, timers, events, event_waits, run_patches,
+    workflow_catalog, workers, worker_stops,
+    volumes, volume_refs, volume_versions, volume_objects,
+    attempt_logs, service_leases,
+    metric_step_counts, metric_lease_counts, metric_step_bounds,
+    gateway_calls, gateway_spend
+TO {role};
+GRANT SELECT ON worker_groups, gateway_keys TO {role};
+GRANT SELECT ON keepgoing_queue_work, keepgoing_revision_work, metric_step_buckets, metric_totals
+TO {role};
