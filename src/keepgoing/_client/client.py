@@ -53,7 +53,10 @@ class Client:
         token: the server token (``KEEPGOING_TOKEN``); the server stamps the
             sender of messages, and the actor in its audit log, from it.
         store: a store URL such as ``"sqlite:///runs.db"`` or a :class:`Store`;
-            default ``KEEPGOING_STORE``, else ``sqlite:///.keepgoing/keepgoing.db``.
+            default ``KEEPGOING_STORE``, else the project's: ``keepgoing.db`` in the
+            ``.keepgoing/`` folder of the working directory or of its nearest parent
+            that has one (as git finds ``.git``), made in the working directory when
+            none has.
 
     A run's ``workflow_id`` is unique among runs that have not ended: starting
     an id that is running or blocked raises ``WorkflowAlreadyRunningError``;
