@@ -127,7 +127,12 @@ class Client:
         messages sent to it meanwhile are kept. A name that no worker has
         served but that is close to one that has issues
         :class:`~keepgoing.UnknownWorkflowWarning`; ``strict=True`` refuses
-        any name no worker has served instead.
+        any name no worker has served instead. A ``task_queue`` that no group,
+        worker or deploy of the store has ever served (a typo, or another
+        system's queue name) issues :class:`~keepgoing.UnknownQueueWarning`
+        naming the closest known queue, and ``get_run`` says "waiting on queue Q,
+        which nothing serves"; ``strict=True`` refuses it instead
+        (``default`` is always known).
 
         ``request_id`` (32 hex digits) makes the start idempotent: repeating
         it returns the run it started (it becomes the run id).
@@ -135,6 +140,7 @@ class Client:
         Raises:
             WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
             WorkflowNotFoundError: with ``strict=True``, a name no worker has served.
+            QueueNotFoundError: with ``strict=True``, a queue nothing has served.
             InvalidRequestError: ``request_id`` already started a different run.
             PayloadError: ``input`` is not JSON (the message names the value).
             WorkflowFailedError: with ``wait=True``, the run failed.
