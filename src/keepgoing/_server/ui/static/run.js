@@ -5,6 +5,7 @@
 import { api, clear, el, fmtDur, fmtTime, json, offers, page, report, runHref, runPath, statusBadge, toast } from "./api.js";
 import { HistoryView } from "./history.js";
 import { renderInspector } from "./inspector.js";
+import { stepUsage } from "./cost.js";
 import { buildModel } from "./model.js";
 import { tabs } from "./tabs.js";
 import { Timeline } from "./timeline.js";
@@ -87,10 +88,26 @@ function show() {
   toggle("unblock-run", run.status === "blocked");
   toggle("kill-worker", run.status === "running" && state.model.steps.some((s) => s.current));
   timeline.update(state.model);
+  refreshUsage();
   history.update(state.events);
   if (state.selected !== null) select(state.model.steps.find((s) => s.cmd === state.selected), false);
   else renderInspector(document.getElementById("inspector"), null, state.model);
   if (state.lineageShown) showLineage();
+}
+
+// Each step's model-call tokens and cost, from the server's steps view: read again
+// (at most every 3 s) while the run is open, since a running step's calls add up.
+async function refreshUsage() {
+  const ended = !OPEN.has(state.run.status);
+  if (state.usageFor === state.run.updated_at || (state.usageAt && Date.now() - state.usageAt < 3000 && !ended)) return;
+  state.usageFor = state.run.updated_at;
+  state.usageAt = Date.now();
+  if (!(await offers("/api/v1/runs/{workflow_id}/steps"))) return;
+  try {
+    timeline.setUsage(await stepUsage(api, runPath(workflowId), runId));
+  } catch {
+    // the timeline goes on without the figures
+  }
 }
 
 function fact(label, value, id) {

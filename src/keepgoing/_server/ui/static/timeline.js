@@ -2,6 +2,7 @@
 // run of 10,000 events draws only the rows in view; long idle stretches collapse.
 
 import { el, clear, fmtDur, fmtTime } from "./api.js";
+import { fmtCost, fmtTokens, usageText } from "./cost.js";
 import { bars } from "./model.js";
 
 const ROW = 30; // px, fixed: the window of rows in view is computed from scrollTop
@@ -15,6 +16,7 @@ export class Timeline {
     this.collapse = true;
     this.selected = null;
     this.rows = [];
+    this.usage = new Map(); // cmd -> the steps view's usage (model calls' tokens and cost)
     const toggle = el("input", { type: "checkbox", id: "tl-collapse", checked: true });
     toggle.addEventListener("change", () => {
       this.collapse = toggle.checked;
@@ -61,6 +63,12 @@ export class Timeline {
     rows.sort((a, b) => a.start - b.start || (a.kind === "wait") - (b.kind === "wait"));
     this.rows = rows;
     this.render();
+  }
+
+  /** Show each step's model-call tokens and cost (a Map of cmd -> usage). */
+  setUsage(usage) {
+    this.usage = usage;
+    this.draw();
   }
 
   render() {
@@ -114,6 +122,7 @@ export class Timeline {
         `${s.name}`,
         retries ? el("span", { class: "retry-mark", title: `${retries} failed attempt(s)` }, ` ↻${retries}`) : null,
         s.reused ? el("span", { class: "reused-mark", title: "Replacement worker reused the saved output" }, " ♻") : null,
+        usageMark(this.usage.get(s.cmd)),
       );
       for (const bar of bars(s)) track.append(this.bar(bar, s));
     } else {
@@ -198,6 +207,11 @@ export class Timeline {
     const index = this.rows.findIndex((r) => r.kind === "step" && r.step.cmd === cmd);
     if (index >= 0) this.select(index, true);
   }
+}
+
+function usageMark(usage) {
+  if (!usage || !usage.calls) return null;
+  return el("span", { class: "usage-mark", title: usageText(usage) }, ` ${fmtTokens(usage.tokens)} tok · ${fmtCost(usage.cost)}`);
 }
 
 function pct(x) {
