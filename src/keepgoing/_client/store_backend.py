@@ -21,6 +21,7 @@ from keepgoing._client.batch import check_id as _check_id
 from keepgoing._client.batch import check_request_id as _check_request_id
 from keepgoing._client.catalog import DEFAULT_QUEUE, StartWarning, check_start
 from keepgoing._client.operations import Operation
+from keepgoing._client.orchestrator import TriggerWatch
 from keepgoing._client.queues import queue_summary, serving
 from keepgoing._client.requests import (
     AuditQuery,
@@ -77,6 +78,7 @@ class StoreBackend:
     def __init__(self, store: str | Store | None = None) -> None:
         self._store = store if isinstance(store, Store) else store_from_url(store)
         self._known_queues: set[str] = set()  # served once, so known for good
+        self._watch = TriggerWatch(self._store)  # starts a background orchestrator
         self._portal = Portal()
         try:
             self._portal.call(self._store.open())
@@ -152,6 +154,8 @@ class StoreBackend:
                 now=system_clock.now(),
             )
         )
+        if check:
+            await self._watch.started(queue)
         return WorkflowRunHandle(run.workflow_name, run.workflow_id, run.run_id), warning
 
     def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
@@ -198,6 +202,7 @@ class StoreBackend:
         refuse_repeats([r.run_id for r in requests], "request_id")
         refuse_repeats([r.workflow_id for r in requests], "workflow_id")
         started = await self._store.start_runs(requests)
+        await self._watch.started(queue)
         handles = [WorkflowRunHandle(r.workflow_name, r.workflow_id, r.run_id) for r, _ in started]
         return handles, warning
 
