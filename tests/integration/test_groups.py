@@ -117,9 +117,7 @@ def test_deploy_trigger_scales_zero_one_zero(
 ) -> None:
     worker = deploy(sandbox, client, name="wf-groups")
     assert (worker.scaling_group, worker.task_queue) == ("wf-groups", "workflows.wf-groups")
-    assert worker.task_workers == {
-        "with_six": f"wf-groups-{SIX_IMAGE.hash[:8]}"
-    }
+    assert worker.task_workers == {"with_six": f"wf-groups-{SIX_IMAGE.hash[:8]}"}
     assert client.list_runs() == []  # deploying starts no run
     scaler.start()
     status = client.groups.show("wf-groups")
