@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import keepgoing
+from keepgoing._client import orchestrator as background
 from keepgoing._client.deploy import build_plan
 from keepgoing._store.records import WorkerRecord
 
@@ -113,3 +114,41 @@ def test_a_queue_a_registered_worker_serves_is_known(client: keepgoing.Client) -
         client.trigger_workflow("weekly_report", task_queue="reports")
     with pytest.warns(keepgoing.UnknownQueueWarning, match="closest known queue is 'reports'"):
         client.trigger_workflow("weekly_report", task_queue="reprots")
+
+
+def test_a_producers_triggers_read_the_catalog_and_groups_once(
+    deployed: keepgoing.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The queue check and the background orchestrator's check cost a producer no store
+    read per start: a queue once served stays known, and the groups are read again at
+    most every few seconds."""
+    store = deployed.store
+    calls: dict[str, int] = {}
+    for name in ("known_workflows", "list_groups", "list_workers", "service_holder"):
+        real = getattr(store, name)
+
+        def counted(*args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            calls[_name] = calls.get(_name, 0) + 1
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(store, name, counted)
+    monkeypatch.setenv("KEEPGOING_ORCHESTRATOR", "on")
+    started: list[str] = []  # the background orchestrator, counted and not started here
+
+    def ensure(url: str, **_: object) -> background.OrchestratorState:
+        started.append(url)
+        return background.OrchestratorState(True, 1, url, Path("."), Path("x.log"))
+
+    monkeypatch.setattr(background, "ensure_orchestrator", ensure)
+    for n in range(50):
+        deployed.trigger_workflow(
+            "score_batch", {"batch_id": f"b{n}", "rows": [n]}, task_queue="workflows.wf-score-batch"
+        )
+    assert len(started) == 1  # the first trigger found nothing scaling the group's store
+    # Added by the queue check and the orchestrator's: one read of each, at the first start
+    # (the name check, which reads the catalog per start by a name not imported here, was
+    # there before).
+    assert calls["known_workflows"] == 50 + 1
+    assert calls["list_groups"] == 2  # the queue check's, and the orchestrator check's
+    assert calls["list_workers"] == 1
+    assert calls["service_holder"] == 1
