@@ -129,12 +129,11 @@ def _installed(spec: str) -> bool:
 def link_keepgoing(site_packages: Path, folder: Path) -> None:
     """Make this installation's keepgoing importable in another environment: a ``.pth``
     file there names ``folder``, which holds a link to the package."""
-    import keepgoing  # noqa: PLC0415
-
+    package = Path(__file__).resolve().parents[1]  # keepgoing/ (this is keepgoing/_groups/)
     folder.mkdir(parents=True, exist_ok=True)
     link = folder / "keepgoing"
     if link.is_symlink() or link.exists():
         link.unlink()
-    link.symlink_to(Path(keepgoing.__file__).resolve().parent, target_is_directory=True)
+    link.symlink_to(package, target_is_directory=True)
     site_packages.mkdir(parents=True, exist_ok=True)
     (site_packages / "_keepgoing_source.pth").write_text(f"{folder}\n")

@@ -25,6 +25,7 @@ from typing import Any, Literal
 __all__ = [
     "ATTEMPT_STATES",
     "USAGE_GROUPS",
+    "USAGE_MAX_POINTS",
     "GatewayCall",
     "GatewayKey",
     "GatewayStore",
@@ -139,6 +140,8 @@ class ModelUsage:
 #: one run (run id and step), ``attempt`` one attempt of it; ``workflow`` is the name
 #: of the run's workflow (None for calls made outside a run).
 USAGE_GROUPS: tuple[str, ...] = ("workflow", "run", "step", "attempt", "model", "key")
+#: The most points a usage series may have (and rows a report may be asked for).
+USAGE_MAX_POINTS = 10_000
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ not the same as spending it (``gateway.use``) or reading runs (``runs.read``).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -18,7 +18,12 @@ from keepgoing._server.auth import ReadsGatewayUsage
 from keepgoing._server.context import context
 from keepgoing._server.errors import ApiError
 from keepgoing._server.routes._common import PREFIX, STRICT, documented
-from keepgoing._store.gateway_protocol import USAGE_GROUPS, UsagePoint, UsageQuery, UsageRow
+from keepgoing._store.gateway_protocol import (
+    USAGE_MAX_POINTS,
+    UsagePoint,
+    UsageQuery,
+    UsageRow,
+)
 from keepgoing._store.protocol import Store
 
 __all__ = ["PERMISSION", "auto_bucket", "router"]
@@ -152,6 +157,8 @@ async def key_budgets(store: Store, now: float) -> list[KeyBudgetView]:
     return out
 
 
+#: :data:`USAGE_GROUPS`, as the spec's enum (a test checks the two agree).
+GroupBy = Literal["workflow", "run", "step", "attempt", "model", "key"]
 _Seconds = Annotated[float | None, Query(ge=0, le=1e11, description="UNIX seconds.")]
 _Name = Annotated[str | None, Query(min_length=1, max_length=512)]
 
@@ -167,20 +174,25 @@ async def usage(
     _: ReadsGatewayUsage,
     since: _Seconds = None,
     until: _Seconds = None,
-    group_by: Annotated[
-        str, Query(description=f"One of {', '.join(USAGE_GROUPS)}.", max_length=20)
-    ] = "model",
+    group_by: Annotated[GroupBy, Query(description="What the groups are.")] = "model",
     workflow: _Name = None,
     run_id: _Name = None,
     step: Annotated[int | None, Query(ge=1, le=2**31)] = None,
     model: _Name = None,
     key_id: _Name = None,
     bucket: Annotated[
-        float | None, Query(ge=0.001, le=1e9, description="Seconds per chart point.")
+        float | None,
+        Query(
+            ge=0.001,
+            le=1e9,
+            description="Seconds per chart point (at least the range over 10,000: a smaller "
+            "one is widened to that, and the answer's `bucket` says what was used).",
+        ),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> UsageReportView:
-    """The model calls made in `[since, until)` (default: the last 24 hours), narrowed by
+    """The model calls made in `[since, until)` (default: the last 24 hours; a `since`
+    after `until` is an empty range), narrowed by
     `workflow`, `run_id`, `step`, `model` and `key_id`, grouped by `group_by`:
     tokens, cost, latency, errors and refusals per group, their totals, a series over
     time (`bucket` seconds per point; by default about 60 points), and every gateway
@@ -191,22 +203,19 @@ async def usage(
     now = ctx.clock.now()
     end = until if until is not None else now
     start = since if since is not None else end - DAY
-    if group_by not in USAGE_GROUPS:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"group_by must be one of {', '.join(USAGE_GROUPS)}, not {group_by!r}",
-        )
+    span = max(end - start, 1.0)
+    widest = span / USAGE_MAX_POINTS * (1 + 1e-9)  # rounding never makes one point too many
+    chosen = auto_bucket(span) if bucket is None else max(bucket, widest)
     query = UsageQuery(
         since=start,
-        until=end,
+        until=max(start, end),  # a `since` after `until` is an empty range
         group_by=group_by,
         workflow=workflow,
         run_id=run_id,
         step=step,
         model=model,
         key_id=key_id,
-        bucket=bucket if bucket is not None else auto_bucket(max(end - start, 1.0)),
+        bucket=chosen,
         limit=limit,
     )
     try:

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from keepgoing._store.gateway_protocol import (
     USAGE_GROUPS,
+    USAGE_MAX_POINTS,
     UsagePoint,
     UsageQuery,
     UsageReport,
@@ -24,8 +25,7 @@ from keepgoing._store.sql.rows import every, one
 
 __all__ = ["MAX_POINTS", "check_query", "usage_report"]
 
-#: The most points a series may have.
-MAX_POINTS = 10_000
+MAX_POINTS = USAGE_MAX_POINTS
 _MODEL = "COALESCE(c.model_answered, c.model_asked)"
 #: The key columns each grouping selects (the others are NULL), in UsageRow's order.
 _KEYS: dict[str, dict[str, str]] = {
