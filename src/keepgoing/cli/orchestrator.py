@@ -79,8 +79,8 @@ def status(store: StoreOption = None, as_json: JsonOption = False) -> None:
         return
     if found.running:
         console.print(
-            f"background orchestrator running: pid {found.pid}, stops after "
-            f"{found.idle_seconds:g}s with no work; log {found.log}"
+            f"background orchestrator running: pid {found.pid or '?'}, stops after "
+            f"{found.idle_seconds or background.DEFAULT_IDLE:g}s with no work; log {found.log}"
         )
     else:
         console.print("no background orchestrator runs for this store")
