@@ -22,6 +22,11 @@ Run it in this process::
 
     python examples/support_digest/agent.py
 
+or call it directly, as a test would (a private store in memory; the tools read the
+``tickets.json`` beside this file, since that store's inbox volume is empty)::
+
+    asyncio.run(support_digest("k", ["FH-1041"]))
+
 Deploy it as a worker group and trigger it: ``deploy.py`` next to this file.
 """
 
@@ -111,25 +116,54 @@ def _choice(answer: gateway.ChatResponse, field: str, options: list[str]) -> str
 # --- the tools ---------------------------------------------------------------------------
 
 
+SHIPPED = Path(__file__).with_name("tickets.json")  # the week's export, beside this file
+
+
+def _export_files(source: Path) -> tuple[str, dict[str, Any]]:
+    """The week's name and the inbox's files (``tickets/<id>.json``, ``customers/<id>.json``)
+    of a helpdesk export."""
+    week = json.loads(source.read_text(encoding="utf-8"))
+    files = {f"tickets/{t['id']}.json": t for t in week["tickets"]}
+    files.update({f"customers/{c['id']}.json": c for c in week["customers"]})
+    return str(week["week"]), files
+
+
 def load_inbox(path: str | os.PathLike[str] | None = None, *, store: Any = None) -> int:
     """Put the week's helpdesk export (``tickets.json``) in the ``support-inbox`` volume,
     where every worker's tools read it. Writes a version only if it changed; returns
     the number of tickets."""
-    source = Path(path) if path is not None else Path(__file__).with_name("tickets.json")
-    week = json.loads(source.read_text(encoding="utf-8"))
+    week, files = _export_files(Path(path) if path is not None else SHIPPED)
     inbox = Volume(INBOX, store=store)
-    files = {f"tickets/{t['id']}.json": t for t in week["tickets"]}
-    files.update({f"customers/{c['id']}.json": c for c in week["customers"]})
     changed = {
         name: json.dumps(value, indent=1, ensure_ascii=False)
         for name, value in files.items()
         if not inbox.exists(name) or json.loads(inbox.read_text(name)) != value
     }
     if changed:
-        with inbox.batch_upload(message=f"helpdesk export {week['week']}"):
+        with inbox.batch_upload(message=f"helpdesk export {week}"):
             for name, text in sorted(changed.items()):
                 inbox.put_file(name, text)
-    return len(week["tickets"])
+    return sum(name.startswith("tickets/") for name in files)
+
+
+def _inbox_file(name: str) -> dict[str, Any] | None:
+    """One file of the helpdesk export, or None when the export has no such file.
+
+    The tools read the ``support-inbox`` volume. A volume no export was ever loaded
+    into (a direct call, ``await support_digest(...)``, runs on a private store of its
+    own) is read from the ``tickets.json`` shipped beside this file instead, when it is
+    there: a deployed group's copy of this file has none, so its tools only ever read
+    the volume."""
+    inbox = Volume(INBOX)
+    if inbox.latest_version() is None:
+        if not SHIPPED.is_file():
+            return None
+        found: dict[str, Any] | None = _export_files(SHIPPED)[1].get(name)
+        return found
+    if not inbox.exists(name):
+        return None
+    value: dict[str, Any] = json.loads(inbox.read_text(name))
+    return value
 
 
 def _throttled(customer_id: str) -> bool:
@@ -152,11 +186,9 @@ def _throttled(customer_id: str) -> bool:
 @task(retries=2, retry_delay="1s", timeout="30s")
 def fetch_ticket(ticket_id: str) -> dict[str, Any]:
     """Tool: the helpdesk's copy of one ticket."""
-    inbox = Volume(INBOX)
-    name = f"tickets/{ticket_id}.json"
-    if not inbox.exists(name):
+    ticket = _inbox_file(f"tickets/{ticket_id}.json")
+    if ticket is None:
         raise LookupError(f"the helpdesk has no ticket {ticket_id}")
-    ticket: dict[str, Any] = json.loads(inbox.read_text(name))
     return ticket
 
 
@@ -165,7 +197,9 @@ def lookup_customer(customer_id: str) -> dict[str, Any]:
     """Tool: the customer directory, which rate-limits its callers (429)."""
     if _throttled(customer_id):
         raise RateLimitedError("429 Too Many Requests from the customer directory; retry in 1s")
-    customer: dict[str, Any] = json.loads(Volume(INBOX).read_text(f"customers/{customer_id}.json"))
+    customer = _inbox_file(f"customers/{customer_id}.json")
+    if customer is None:
+        raise LookupError(f"the customer directory has no customer {customer_id}")
     return customer
 
 

@@ -1,8 +1,11 @@
 """Deploy agent.py as a scale-to-zero worker group, then trigger the week's digest.
 
 keepgoing secrets set KEEPGOING_ROUTER_API_KEY --from-env KEEPGOING_ROUTER_API_KEY
-keepgoing groups serve &          # or `keepgoing server` / `keepgoing dev`
 python examples/support_digest/deploy.py [FH-1041 FH-1042 ...]   # default: the whole week
+
+With no `keepgoing server`, `dev` or `groups serve` running for the store, the deploy
+starts a background orchestrator for it (`keepgoing orchestrator status` shows it):
+the group starts when the run is queued and stops shortly after it finishes.
 
 The kept secret reaches the workers as ROUTER_API_KEY (a provider in
 keepgoing.toml names it with `api_key_env`); with DIGEST_MODEL unset the agent

@@ -15,6 +15,7 @@ The tree::
     ├── TokenNotFoundError               token_not_found    (also LookupError)
     ├── ServerError                      server_error
     ├── WorkflowNotFoundError            workflow_not_found (also LookupError)
+    │   └── QueueNotFoundError           queue_not_found
     ├── RunNotFoundError                 run_not_found      (also LookupError)
     ├── WorkflowAlreadyRunningError      workflow_running
     ├── WorkflowNotRunningError          workflow_not_running
@@ -29,6 +30,7 @@ The tree::
     ├── NondeterminismError              nondeterminism
     ├── WorkerImportError                worker_import
     ├── UnknownWorkflowWarning           unknown_workflow   (also UserWarning; a warning)
+    │   └── UnknownQueueWarning          unknown_queue      (a warning)
     ├── GatewayError                     gateway_error
     │   ├── BudgetExceededError          budget_exceeded
     │   └── CassetteMissError            cassette_miss
@@ -45,7 +47,8 @@ The tree::
 :class:`UnknownWorkflowWarning` (also a ``UserWarning``) is issued with
 ``warnings.warn``, never raised, when a run is started by a name that no worker
 has served but that is close to one that has: a likely typo. The run is
-queued all the same.
+queued all the same. Its subclass :class:`UnknownQueueWarning` is issued for a
+start on a queue that no group, worker or deploy of the store has ever served.
 
 Each class has a stable ``code`` that the HTTP API returns. Control-flow
 signals that must never be swallowed by ``except Exception`` in user code
@@ -78,6 +81,7 @@ __all__ = [
     "PayloadError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "QueueNotFoundError",
     "RunNotFoundError",
     "SchemaVersionError",
     "ServerError",
@@ -85,6 +89,7 @@ __all__ = [
     "TaskFailedError",
     "TokenNotFoundError",
     "UncertainOutcome",
+    "UnknownQueueWarning",
     "UnknownWorkflowWarning",
     "VolumeError",
     "VolumeFileNotFoundError",
@@ -186,6 +191,13 @@ class WorkflowNotFoundError(KeepgoingError, LookupError):
     """No workflow is registered under the given name, or no run has the given id."""
 
     code = "workflow_not_found"
+
+
+class QueueNotFoundError(WorkflowNotFoundError):
+    """With ``strict=True``: a start on a queue that no group, worker or deploy of the
+    store has ever served (the message names the closest known queue)."""
+
+    code = "queue_not_found"
 
 
 class RunNotFoundError(KeepgoingError, LookupError):
@@ -452,3 +464,13 @@ class UnknownWorkflowWarning(KeepgoingError, UserWarning):
     to refuse such a start instead."""
 
     code = "unknown_workflow"
+
+
+class UnknownQueueWarning(UnknownWorkflowWarning):
+    """A warning, never raised by keepgoing: a run was started on a queue that no
+    group, worker or deploy of the store has ever served (a typo, or another
+    system's queue name); the message names the closest known queue. The run is
+    queued and waits; ``strict=True`` refuses such a start with
+    :class:`QueueNotFoundError` instead."""
+
+    code = "unknown_queue"

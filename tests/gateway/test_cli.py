@@ -84,3 +84,43 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "gateway.prompts must be" in bad.stderr
     since = kg(tmp_path, "gateway", "usage", "--since", "yesterday", "--store", store)
     assert since.returncode == 2, since.stderr
+
+
+def test_usage_grouped_by_workflow_and_key(tmp_path: Path) -> None:
+    import time  # noqa: PLC0415
+
+    from keepgoing._store.gateway_protocol import GatewayCall  # noqa: PLC0415
+
+    store = f"sqlite:///{tmp_path / 'kg.db'}"
+
+    async def seed(s: object) -> None:
+        now = time.time()
+        for n, key in enumerate(("k1", "k1", "k2")):
+            await s.record_gateway_call(  # type: ignore[attr-defined]
+                GatewayCall(
+                    call_id=f"cli-{n}",
+                    key_id=key,
+                    operation="chat",
+                    model_asked="fast",
+                    model_answered="gpt-4o-mini",
+                    provider="openai",
+                    input_tokens=10,
+                    output_tokens=5,
+                    cost=0.5,
+                    latency=0.1,
+                    ttft=None,
+                    status="ok",
+                    created_at=now - n,
+                )
+            )
+
+    run_store(store, seed)
+    by_key = kg(tmp_path, "gateway", "usage", "--by", "key", "--store", store, "--json")
+    assert by_key.returncode == 0, by_key.stderr
+    body = json.loads(by_key.stdout)
+    assert {g["key_id"]: g["calls"] for g in body["groups"]} == {"k1": 2, "k2": 1}
+    assert body["totals"]["cost"] == 1.5
+    table = kg(tmp_path, "gateway", "usage", "--by", "workflow", "--store", store)
+    assert table.returncode == 0 and "usage by workflow" in table.stdout
+    bad = kg(tmp_path, "gateway", "usage", "--by", "colour", "--store", store)
+    assert bad.returncode == 1 and "group_by must be one of" in bad.stderr

@@ -20,6 +20,7 @@ import pytest
 
 from keepgoing import Client, Volume
 from keepgoing._demo.headless import run_headless
+from keepgoing._demo.record import recorded, stale_fields
 from keepgoing._demo.stack import LocalStack
 from keepgoing._demo.usecases import DemoStack, Evidence, UseCase
 from keepgoing._history import events as ev
@@ -60,6 +61,8 @@ def _check_store(url: str) -> None:
     assert set(done) == scheduled and set(done.values()) == {1}
     lost = [e for e in first if isinstance(e, ev.TaskAttemptFailed) and e.reason == "worker_lost"]
     assert lost, "no attempt was lost to the killed worker"
+    # The shipped recording is of this same scenario: it holds what this live run wrote.
+    assert stale_fields(recorded(), first) == [], "re-record the demo: make record-demo"
     by_cmd = {e.cmd: e for e in first if isinstance(e, ev.TaskCompleted)}
     assert all(by_cmd[e.cmd].worker != e.worker for e in lost)  # a fresh worker finished it
     throttled = [e for e in first if isinstance(e, ev.TaskAttemptFailed) and e.reason == "error"]

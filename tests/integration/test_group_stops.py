@@ -90,6 +90,15 @@ def _runner(kg: Sandbox, key: str, seen: set[int]) -> int:
     return pid
 
 
+def _serving(client: keepgoing.Client) -> None:
+    """Until the replica's worker has registered: no group row names the queue here
+    (the backend is driven without a deploy), so a start before it would warn of a
+    queue nothing serves."""
+    wait_until(
+        lambda: any(QUEUE in w.queues for w in client.list_workers()), 60, "the replica to serve"
+    )
+
+
 @pytest.fixture(autouse=True)
 def test_dir(kg: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KG_TEST_DIR", str(kg.root))  # each revision's env passes it on
@@ -102,6 +111,7 @@ def test_scaled_down_and_replaced_replicas_hand_back_their_step_with_the_cause(
     try:
         backend.ensure_group(_revision(1))
         backend.set_replicas(GROUP, 1)
+        _serving(client)
         handle = client.trigger_workflow("hold", {"key": "k"}, task_queue=QUEUE)
         seen: set[int] = set()
         _runner(kg, "k", seen)
@@ -130,6 +140,7 @@ def test_a_replica_whose_drain_times_out_is_lost_with_that_cause_and_not_counted
     backend = _backend(kg, loop, "60")  # it would drain for a minute: longer than close's grace
     backend.ensure_group(_revision(1))
     backend.set_replicas(GROUP, 1)
+    _serving(client)
     handle = client.trigger_workflow("hold", {"key": "d"}, task_queue=QUEUE)
     _runner(kg, "d", set())
     backend.close(grace=0.5)  # SIGTERM, then SIGKILL half a second later

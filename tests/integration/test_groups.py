@@ -26,6 +26,8 @@ from ._support import Sandbox, WorkerProcess, wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 KEY = Fernet.generate_key().decode()
+#: The image of groups_app's with_six task: this interpreter's version, and six.
+SIX_IMAGE = keepgoing.Image.debian_slim("{}.{}".format(*sys.version_info[:2])).pip_install("six")
 
 
 @pytest.fixture(scope="session")
@@ -117,9 +119,7 @@ def test_deploy_trigger_scales_zero_one_zero(
 ) -> None:
     worker = deploy(sandbox, client, name="wf-groups")
     assert (worker.scaling_group, worker.task_queue) == ("wf-groups", "workflows.wf-groups")
-    assert worker.task_workers == {
-        "with_six": f"wf-groups-{keepgoing.Image.debian_slim('3.12').pip_install('six').hash[:8]}"
-    }
+    assert worker.task_workers == {"with_six": f"wf-groups-{SIX_IMAGE.hash[:8]}"}
     assert client.list_runs() == []  # deploying starts no run
     scaler.start()
     status = client.groups.show("wf-groups")

@@ -103,7 +103,9 @@ def test_the_rendered_worker_serves_its_group(postgres_url: str, tmp_path: Path)
     assert keda_value(url, objects) == 0
 
     with keepgoing.Client(store=url) as client:
-        handle = client.trigger_workflow("contract", {}, task_queue=revision.task_queue)
+        # Rendered, not deployed: nothing has served the queue yet, and the start says so.
+        with pytest.warns(keepgoing.UnknownQueueWarning, match="workflows.wf-contract"):
+            handle = client.trigger_workflow("contract", {}, task_queue=revision.task_queue)
         assert keda_value(url, objects) == 1  # queued before any worker exists: wake up
 
         # The image's ENTRYPOINT, with the source where the image puts it (/app here).

@@ -34,6 +34,8 @@ def cli_env(root: Path) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env["KG_TEST_DIR"] = str(root)
     env["KEEPGOING_USER"] = "cli-tester"
+    # The suite's own autoscalers only (tests/conftest.py): no background orchestrator.
+    env["KEEPGOING_ORCHESTRATOR"] = os.environ.get("KEEPGOING_ORCHESTRATOR", "off")
     return env
 
 

@@ -215,7 +215,10 @@ def test_a_token_without_the_trigger_permission_gets_403_and_nothing_is_stored(
 
 def test_an_empty_batch_starts_nothing(admin: httpx.Client) -> None:
     response = admin.post(BATCH, json={"workflow": "sleeper", "inputs": []})
-    assert (response.status_code, response.json()) == (200, {"runs": [], "warning": None})
+    assert (response.status_code, response.json()) == (
+        200,
+        {"runs": [], "warning": None, "warning_code": None},
+    )
 
 
 # -- Client(url).trigger_many --------------------------------------------------------------

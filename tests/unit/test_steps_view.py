@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from keepgoing._client.steps import build_steps, page
 from keepgoing._history import events as ev
+from keepgoing._store.gateway_protocol import UsageRow
 from keepgoing._store.inspect_protocol import TaskRow
 from keepgoing._store.records import AuditEntry
 
@@ -97,3 +98,41 @@ def test_causes_recorded_in_history_win_and_say_whether_they_counted() -> None:
     kill = AuditEntry(12.0, "user", "bob", "worker.kill", detail={"worker_id": "w2"})
     (again,) = build_steps("r", history, kills=[kill])
     assert again.attempts[1].cause == "unexplained"
+
+
+def _usage(step: int, attempt: int, calls: int, cost: float, state: str) -> UsageRow:
+    return UsageRow(
+        workflow="wf",
+        run_id="r",
+        step=step,
+        attempt=attempt,
+        model=None,
+        key_id=None,
+        attempt_state=state,
+        calls=calls,
+        errors=0,
+        refused=0,
+        input_tokens=100 * calls,
+        output_tokens=10 * calls,
+        cost=cost,
+        latency_sum=0.5 * calls,
+        latency_max=0.5,
+        first_at=12.0,
+        last_at=13.0,
+    )
+
+
+def test_each_attempt_shows_what_its_model_calls_cost() -> None:
+    running = TaskRow("r", 2, "score", "running", 2, 0, 1, 15.0, 75.0, "w2", 13.0)
+    rows = [_usage(2, 1, 2, 0.02, "lost"), _usage(2, 2, 1, 0.01, "open"), _usage(9, 1, 1, 1, "x")]
+    fetch, score = build_steps("r", _history(), [running], usage=rows)
+    assert fetch.usage is None and fetch.as_dict()["usage"] is None  # no model call
+    lost, now = score.attempts
+    assert lost.usage is not None and (lost.usage.calls, lost.usage.tokens) == (2, 220)
+    assert lost.usage.cost == 0.02  # the killed attempt's calls were paid for
+    assert now.usage is not None and now.usage.calls == 1
+    assert score.usage is not None and score.usage.calls == 3
+    assert round(score.usage.cost, 6) == 0.03 and score.usage.latency == 1.5
+    body = score.as_dict()
+    assert body["usage"]["tokens"] == 330
+    assert [a["usage"]["cost"] for a in body["attempts"]] == [0.02, 0.01]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from keepgoing._client.catalog import StartWarning
     from keepgoing._client.operations import Operation
     from keepgoing._client.requests import (
         AuditQuery,
@@ -44,15 +45,15 @@ class Backend(Protocol):
 
     def close(self) -> None: ...
 
-    def start(self, request: Start) -> tuple[WorkflowRunHandle, str | None]:
-        """The new run, and the warning for a name no worker has served (or None)."""
+    def start(self, request: Start) -> tuple[WorkflowRunHandle, StartWarning | None]:
+        """The new run, and the warning for a name or queue nothing has served (or None)."""
         ...
 
     def wait(self, run: RunRef, timeout: float | None) -> WorkflowRun:
         """The run once it has ended or is blocked (following continue-as-new)."""
         ...
 
-    def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], str | None]:
+    def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
         """The runs, all started in one commit (or none), and the name's warning."""
         ...
 

@@ -54,7 +54,10 @@ class Client:
         token: the server token (``KEEPGOING_TOKEN``); the server stamps the
             sender of messages, and the actor in its audit log, from it.
         store: a store URL such as ``"sqlite:///runs.db"`` or a :class:`Store`;
-            default ``KEEPGOING_STORE``, else ``sqlite:///.keepgoing/keepgoing.db``.
+            default ``KEEPGOING_STORE``, else the project's: ``keepgoing.db`` in the
+            ``.keepgoing/`` folder of the working directory or of its nearest parent
+            that has one (as git finds ``.git``), made in the working directory when
+            none has.
 
     A run's ``workflow_id`` is unique among runs that have not ended: starting
     an id that is running or blocked raises ``WorkflowAlreadyRunningError``;
@@ -125,7 +128,12 @@ class Client:
         messages sent to it meanwhile are kept. A name that no worker has
         served but that is close to one that has issues
         :class:`~keepgoing.UnknownWorkflowWarning`; ``strict=True`` refuses
-        any name no worker has served instead.
+        any name no worker has served instead. A ``task_queue`` that no group,
+        worker or deploy of the store has ever served (a typo, or another
+        system's queue name) issues :class:`~keepgoing.UnknownQueueWarning`
+        naming the closest known queue, and ``get_run`` says "waiting on queue Q,
+        which nothing serves"; ``strict=True`` refuses it instead
+        (``default`` is always known).
 
         ``request_id`` (32 hex digits) makes the start idempotent: repeating
         it returns the run it started (it becomes the run id).
@@ -133,6 +141,7 @@ class Client:
         Raises:
             WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
             WorkflowNotFoundError: with ``strict=True``, a name no worker has served.
+            QueueNotFoundError: with ``strict=True``, a queue nothing has served.
             InvalidRequestError: ``request_id`` already started a different run.
             PayloadError: ``input`` is not JSON (the message names the value).
             WorkflowFailedError: with ``wait=True``, the run failed.

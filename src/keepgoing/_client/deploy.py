@@ -5,7 +5,8 @@ the group ``name`` (queue ``workflows.<name>``), plus one group per distinct
 task image (``<name>-<hash8>``, queue ``workflows.<name>-<hash8>``), and
 starts no run. The autoscaler of the store (in every ``keepgoing server``,
 ``keepgoing dev`` and ``keepgoing groups serve``) then runs replicas while
-there is work.
+there is work. In store mode with none of those running, the deploy starts a
+background orchestrator for the store (:mod:`keepgoing._client.orchestrator`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from keepgoing._client import orchestrator as background
 from keepgoing._client.client import Client
 from keepgoing._groups.envs import build_env, check_local_image
 from keepgoing._groups.image import Image
@@ -378,10 +380,7 @@ def deploy_workflow_worker(
     outcome = groups.deploy(plan, options)
     revisions = outcome.revisions
     if local_store and not groups.autoscaler_running():
-        log.warning(
-            "no autoscaler is running for this store: start `keepgoing groups serve` "
-            "(or `keepgoing server` / `keepgoing dev`) so the group's workers start"
-        )
+        _orchestrate(client.store)
     return WorkflowWorker(
         scaling_group=plan.main.group,
         task_queue=plan.main.task_queue,
@@ -392,6 +391,30 @@ def deploy_workflow_worker(
         moved=outcome.moved,
         pinned=MappingProxyType(dict(outcome.pinned)),
     )
+
+
+def _orchestrate(store: Store) -> None:
+    """Nothing scales this store's groups: start its background orchestrator (or warn,
+    with ``KEEPGOING_ORCHESTRATOR=off``)."""
+    url = background.shareable_url(store)
+    if url is None:
+        return  # a store in memory: no replica could reach it
+    if not background.enabled():
+        log.warning(
+            "no autoscaler is running for this store and KEEPGOING_ORCHESTRATOR is off: "
+            "start `keepgoing groups serve` (or `keepgoing server` / `keepgoing dev`) so "
+            "the group's workers start"
+        )
+        return
+    found = background.ensure_orchestrator(url)
+    if found.started_now:
+        print(
+            f"started a background orchestrator (pid {found.pid}) for this store: it starts "
+            f"the group's workers when a run is queued and fires its timers, and stops after "
+            f"{found.idle_seconds or background.DEFAULT_IDLE:g}s with no work; log {found.log}; "
+            "`keepgoing orchestrator stop` ends it",
+            file=sys.stderr,
+        )
 
 
 def _progress(group: str) -> Callable[[str], None]:

@@ -32,6 +32,7 @@ from keepgoing._client.batch import (
     naming,
     refuse_repeats,
 )
+from keepgoing._client.catalog import StartWarning
 from keepgoing._client.operations import Operation
 from keepgoing._client.requests import (
     AuditQuery,
@@ -69,6 +70,7 @@ _CODES: dict[str, type[errors.KeepgoingError]] = {
         errors.PayloadError,
         errors.PayloadTooLargeError,
         errors.InvalidRequestError,
+        errors.QueueNotFoundError,
         operations.InvalidOperationIdError,
         errors.OperationNotFoundError,
         errors.OperationNotUncertainError,
@@ -180,7 +182,7 @@ class HttpBackend:
         time.sleep(delay * random.uniform(0.8, 1.2))
 
     # -- runs -------------------------------------------------------------------------
-    def start(self, request: Start) -> tuple[WorkflowRunHandle, str | None]:
+    def start(self, request: Start) -> tuple[WorkflowRunHandle, StartWarning | None]:
         """Checks the input here, then starts with a ``request_id`` (safe to retry)."""
         value = request.input
         name = _checked_input(request.workflow, value)
@@ -195,9 +197,9 @@ class HttpBackend:
             body["strict"] = True
         found = self.call("POST", f"{API}/runs", idempotent=True, json=body)
         handle = WorkflowRunHandle(found["workflow_name"], found["workflow_id"], found["run_id"])
-        return handle, found.get("warning")
+        return handle, _warning(found)
 
-    def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], str | None]:
+    def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
         """Checks the batch here as the store backend does, then starts it in one
         request with a ``request_id`` per run (so a retry starts nothing twice)."""
         inputs, ids, given = batch_lists(request)
@@ -232,7 +234,7 @@ class HttpBackend:
             WorkflowRunHandle(r["workflow_name"], r["workflow_id"], r["run_id"])
             for r in found["runs"]
         ]
-        return handles, found.get("warning")
+        return handles, _warning(found)
 
     def start_and_wait(self, request: Start, timeout: float | None) -> WorkflowRun:
         handle, _ = self.start(request)  # a name's warning is given by the caller, not here
@@ -562,3 +564,10 @@ def _checked_input(workflow: WorkflowDefinition[..., Any] | str, value: Any) -> 
     raise TypeError(
         f"trigger_workflow needs a @workflow or its name, not {type(workflow).__name__}"
     )
+
+
+def _warning(found: dict[str, Any]) -> StartWarning | None:
+    text = found.get("warning")
+    if not isinstance(text, str):
+        return None
+    return StartWarning(text, str(found.get("warning_code") or errors.UnknownWorkflowWarning.code))

@@ -1,13 +1,22 @@
-"""Queue depths joined with the workers that serve each queue (client and API share it)."""
+"""Queue depths joined with the workers that serve each queue, and what live workers
+serve (client and API share both)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from keepgoing._client.catalog import known_queues
+from keepgoing._client.runs import Served, served_workflows
 from keepgoing._store.observe_protocol import QueueDepth
 from keepgoing._store.protocol import Store
 
-__all__ = ["queue_summary"]
+__all__ = ["queue_summary", "serving"]
+
+
+async def serving(store: Store, now: float) -> Served:
+    """What a run's ``waiting_for`` is read against: the pairs live workers serve, and
+    the queues anything has served."""
+    return served_workflows(await store.list_workers(), now, await known_queues(store))
 
 
 async def queue_summary(store: Store, now: float) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ from keepgoing.errors import WorkflowBlockedError, WorkflowCancelledError, Workf
 
 __all__ = [
     "RunsPage",
+    "Served",
     "WorkflowRun",
     "WorkflowRunHandle",
     "outcome",
@@ -77,8 +78,9 @@ class WorkflowRun:
         return markers(self.status, self.trouble)
 
     @classmethod
-    def from_record(cls, run: RunRecord, served: set[tuple[str, str]] | None = None) -> WorkflowRun:
-        """``served``: the (workflow, queue) pairs live workers serve, to fill ``waiting_for``."""
+    def from_record(cls, run: RunRecord, served: Served | None = None) -> WorkflowRun:
+        """``served``: what live workers serve and which queues are known, to fill
+        ``waiting_for``."""
         return cls(
             workflow_name=run.workflow_name,
             workflow_id=run.workflow_id,
@@ -113,7 +115,19 @@ class RunsPage:
     next_cursor: str | None = None
 
 
-def served_workflows(workers: Iterable[WorkerRecord], now: float) -> set[tuple[str, str]]:
+@dataclass(frozen=True)
+class Served:
+    """What ``waiting_for`` is read against: the (workflow name, queue) pairs that live
+    workers serve, and every queue that a group, worker or deploy has served (None:
+    not read, so no run is said to wait on an unknown queue)."""
+
+    pairs: frozenset[tuple[str, str]] = frozenset()
+    queues: frozenset[str] | None = field(default=None)
+
+
+def served_workflows(
+    workers: Iterable[WorkerRecord], now: float, queues: frozenset[str] | None = None
+) -> Served:
     """The (workflow name, queue) pairs that the live registered workers serve."""
     pairs: set[tuple[str, str]] = set()
     for worker in workers:
@@ -121,14 +135,18 @@ def served_workflows(workers: Iterable[WorkerRecord], now: float) -> set[tuple[s
             continue
         names = worker.info.get("workflows", [])
         pairs.update((str(name), queue) for name in names for queue in worker.queues)
-    return pairs
+    return Served(frozenset(pairs), queues)
 
 
-def waiting_for(run: RunRecord, served: set[tuple[str, str]]) -> str | None:
-    """ "waiting for a worker that serves NAME" for a run that no live worker can run."""
+def waiting_for(run: RunRecord, served: Served) -> str | None:
+    """ "waiting on queue Q, which nothing serves" for a run on a queue that nothing has
+    ever served; "waiting for a worker that serves NAME" for one that no live worker
+    can run."""
     if run.status != "running" or not run.runnable:
         return None
-    if (run.workflow_name, run.task_queue) in served:
+    if served.queues is not None and run.task_queue not in served.queues:
+        return f"waiting on queue {run.task_queue}, which nothing serves"
+    if (run.workflow_name, run.task_queue) in served.pairs:
         return None
     where = "" if run.task_queue == "default" else f" on queue {run.task_queue}"
     return f"waiting for a worker that serves {run.workflow_name}{where}"

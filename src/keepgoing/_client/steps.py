@@ -24,7 +24,13 @@ Rules:
 * ``reused_output`` is true for a completed step whose worker was lost later
   in the run while another worker carried the run on: that replacement read
   the step's saved output from history instead of running it again
-  (``reused_by``: the first such worker).
+  (``reused_by``: the first such worker);
+* ``usage`` is what the step's model calls cost, read from the gateway's usage
+  ledger (grouped by attempt): on each attempt its own calls, tokens and cost,
+  whatever became of the attempt (a killed attempt's calls were paid for too),
+  and on the step their sum; None where no call was made. An attempt the ledger
+  knows that the history does not (its loss is not reaped yet) gets a row of
+  its own only on the step's sum.
 """
 
 from __future__ import annotations
@@ -36,10 +42,50 @@ from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._store import stops
+from keepgoing._store.gateway_protocol import UsageQuery, UsageRow
 from keepgoing._store.inspect_protocol import TaskRow
 from keepgoing._store.records import AuditEntry
 
-__all__ = ["AttemptView", "MemoryWrite", "StepView", "StepsPage", "build_steps", "page"]
+__all__ = [
+    "AttemptView",
+    "MemoryWrite",
+    "StepUsage",
+    "StepView",
+    "StepsPage",
+    "build_steps",
+    "page",
+    "usage_query",
+]
+
+_FOREVER = 1e12  # a finite "until" later than any call
+MAX_POINTS = 10_000  # the ledger read's row limit: a run's attempts with model calls
+
+
+@dataclass
+class StepUsage:
+    """The model calls of an attempt (or of every attempt of a step), from the ledger."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    errors: int = 0
+    latency: float = 0.0  # seconds, summed over the calls
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, row: UsageRow) -> None:
+        self.calls += row.calls
+        self.input_tokens += row.input_tokens
+        self.output_tokens += row.output_tokens
+        self.cost += row.cost
+        self.errors += row.errors + row.refused
+        self.latency += row.latency_sum
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "tokens": self.tokens}
 
 
 @dataclass
@@ -57,6 +103,7 @@ class AttemptView:
     cause_text: str | None = None
     counted: bool | None = None
     retry_at: float | None = None
+    usage: StepUsage | None = None
 
     @property
     def duration(self) -> float | None:
@@ -65,7 +112,9 @@ class AttemptView:
         return max(0.0, self.ended_at - self.started_at)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "duration": self.duration}
+        body = {**dataclasses.asdict(self), "duration": self.duration}
+        body["usage"] = self.usage.as_dict() if self.usage is not None else None
+        return body
 
 
 @dataclass
@@ -97,10 +146,12 @@ class StepView:
     completed_seq: int | None = None
     reused_output: bool = False
     reused_by: str | None = None
+    usage: StepUsage | None = None
 
     def as_dict(self) -> dict[str, Any]:
         body = dataclasses.asdict(self)
         body["attempts"] = [a.as_dict() for a in self.attempts]
+        body["usage"] = self.usage.as_dict() if self.usage is not None else None
         body["inputs"] = {"args": body.pop("args"), "kwargs": body.pop("kwargs")}
         return body
 
@@ -121,8 +172,10 @@ def build_steps(
     events: Iterable[ev.Event],
     tasks: Sequence[TaskRow] = (),
     kills: Sequence[AuditEntry] = (),
+    usage: Sequence[UsageRow] = (),
 ) -> list[StepView]:
-    """Every task step of the run, by ``cmd``."""
+    """Every task step of the run, by ``cmd``; ``usage``: the run's ledger rows grouped
+    by attempt (``Store.gateway_usage`` with ``group_by="attempt"``)."""
     steps: dict[int, StepView] = {}
     lost: list[tuple[int, str]] = []  # (seq, worker) of attempts lost with their worker
     activations: list[tuple[int, str]] = []  # (seq, worker) of activation markers
@@ -199,7 +252,21 @@ def build_steps(
                 a.cause, a.killed_by = "killed_by_request", killed[a.worker]
                 a.cause_text, a.counted = f"worker killed on request by {a.killed_by}", True
         _reuse(step, lost, activations)
+    _add_usage(steps, usage)
     return [steps[cmd] for cmd in sorted(steps)]
+
+
+def _add_usage(steps: dict[int, StepView], rows: Sequence[UsageRow]) -> None:
+    for row in rows:
+        step = steps.get(row.step) if row.step is not None else None
+        if step is None:
+            continue
+        step.usage = step.usage or StepUsage()
+        step.usage.add(row)
+        for attempt in step.attempts:
+            if attempt.attempt == row.attempt:
+                attempt.usage = attempt.usage or StepUsage()
+                attempt.usage.add(row)
 
 
 def _failed_attempt(e: ev.TaskAttemptFailed) -> AttemptView:
@@ -232,6 +299,14 @@ def _reuse(step: StepView, lost: list[tuple[int, str]], activations: list[tuple[
         if seq > died[0] and worker and worker != step.completed_by:
             step.reused_output, step.reused_by = True, worker
             return
+
+
+def usage_query(run_id: str) -> UsageQuery:
+    """The ledger read that :func:`build_steps` takes as ``usage``: every call of the
+    run, by attempt."""
+    return UsageQuery(
+        since=0.0, until=_FOREVER, group_by="attempt", run_id=run_id, limit=MAX_POINTS
+    )
 
 
 def page(steps: list[StepView], offset: int, limit: int) -> StepsPage:

@@ -19,9 +19,10 @@ from keepgoing._client import operations
 from keepgoing._client.batch import batch_lists, naming, refuse_repeats
 from keepgoing._client.batch import check_id as _check_id
 from keepgoing._client.batch import check_request_id as _check_request_id
-from keepgoing._client.catalog import check_workflow_name
+from keepgoing._client.catalog import DEFAULT_QUEUE, StartWarning, check_start
 from keepgoing._client.operations import Operation
-from keepgoing._client.queues import queue_summary
+from keepgoing._client.orchestrator import TriggerWatch
+from keepgoing._client.queues import queue_summary, serving
 from keepgoing._client.requests import (
     AuditQuery,
     EventSend,
@@ -32,7 +33,7 @@ from keepgoing._client.requests import (
     Start,
     StartMany,
 )
-from keepgoing._client.runs import RunsPage, WorkflowRun, WorkflowRunHandle, served_workflows
+from keepgoing._client.runs import RunsPage, Served, WorkflowRun, WorkflowRunHandle
 from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
 from keepgoing._payload import check_message_payload
@@ -66,7 +67,6 @@ from keepgoing.errors import InvalidRequestError, RunNotFoundError
 __all__ = ["StoreBackend", "current_user"]
 
 _STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued")
-DEFAULT_QUEUE = "default"
 #: How often a waiting client reads the run with no wake-up (one lost between processes).
 SAFETY_POLL = 0.5
 T = TypeVar("T")
@@ -77,6 +77,8 @@ class StoreBackend:
 
     def __init__(self, store: str | Store | None = None) -> None:
         self._store = store if isinstance(store, Store) else store_from_url(store)
+        self._known_queues: set[str] = set()  # served once, so known for good
+        self._watch = TriggerWatch(self._store)  # starts a background orchestrator
         self._portal = Portal()
         try:
             self._portal.call(self._store.open())
@@ -100,7 +102,7 @@ class StoreBackend:
             self._portal.close()
 
     # -- starting runs ----------------------------------------------------------
-    def start(self, request: Start) -> tuple[WorkflowRunHandle, str | None]:
+    def start(self, request: Start) -> tuple[WorkflowRunHandle, StartWarning | None]:
         return self._portal.call(
             self._start(
                 request.workflow,
@@ -121,12 +123,20 @@ class StoreBackend:
         *,
         request_id: str | None = None,
         strict: bool = False,
-    ) -> tuple[WorkflowRunHandle, str | None]:
+        check: bool = True,
+    ) -> tuple[WorkflowRunHandle, StartWarning | None]:
         name, inputs, version = start_input(workflow_or_name, value)
         queue = _check_id(queue, "task_queue")
         warning = None
-        if not isinstance(workflow_or_name, WorkflowDefinition) and name not in registry.workflows:
-            warning = await check_workflow_name(self._store, name, queue, strict=strict)
+        if check:
+            by_name = not isinstance(workflow_or_name, WorkflowDefinition)
+            warning = await check_start(
+                self._store,
+                name if by_name and name not in registry.workflows else None,
+                queue,
+                strict=strict,
+                known=self._known_queues,
+            )
         if request_id is not None:
             earlier = await self._store.get_run(_check_request_id(request_id))
             if earlier is not None:
@@ -144,22 +154,31 @@ class StoreBackend:
                 now=system_clock.now(),
             )
         )
+        if check:
+            await self._watch.started(queue)
         return WorkflowRunHandle(run.workflow_name, run.workflow_id, run.run_id), warning
 
-    def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], str | None]:
+    def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
         return self._portal.call(self._start_many(request))
 
-    async def _start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], str | None]:
+    async def _start_many(
+        self, request: StartMany
+    ) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
         inputs, ids, request_ids = batch_lists(request)
         if not inputs:
             return [], None
         queue = _check_id(request.task_queue or DEFAULT_QUEUE, "task_queue")
         workflow = request.workflow
-        warning = None
-        if not isinstance(workflow, WorkflowDefinition) and (
+        by_name = not isinstance(workflow, WorkflowDefinition) and (
             isinstance(workflow, str) and workflow and workflow not in registry.workflows
-        ):
-            warning = await check_workflow_name(self._store, workflow, queue, strict=request.strict)
+        )
+        warning = await check_start(
+            self._store,
+            workflow if by_name and isinstance(workflow, str) else None,
+            queue,
+            strict=request.strict,
+            known=self._known_queues,
+        )
         now = system_clock.now()
         requests: list[StartRequest] = []
         for i, value in enumerate(inputs):
@@ -183,6 +202,7 @@ class StoreBackend:
         refuse_repeats([r.run_id for r in requests], "request_id")
         refuse_repeats([r.workflow_id for r in requests], "workflow_id")
         started = await self._store.start_runs(requests)
+        await self._watch.started(queue)
         handles = [WorkflowRunHandle(r.workflow_name, r.workflow_id, r.run_id) for r, _ in started]
         return handles, warning
 
@@ -214,8 +234,8 @@ class StoreBackend:
         if run is not None and run.status in TERMINAL and not restart:
             return await self._wait(run.workflow_id, run.run_id, None)
         if run is None or run.status in TERMINAL:
-            queue = f"local.{uuid.uuid4().hex[:12]}"
-            handle, _ = await self._start(workflow, value, workflow_id, queue)
+            queue = f"local.{uuid.uuid4().hex[:12]}"  # this call's own worker serves it
+            handle, _ = await self._start(workflow, value, workflow_id, queue, check=False)
             run = await self._store.get_run(handle.run_id)
             assert run is not None
         settings = WorkerSettings.from_env(queues=(run.task_queue,), concurrency=16)
@@ -289,8 +309,8 @@ class StoreBackend:
 
         return self._portal.call(read())
 
-    async def _served(self) -> set[tuple[str, str]]:
-        return served_workflows(await self._store.list_workers(), system_clock.now())
+    async def _served(self) -> Served:
+        return await serving(self._store, system_clock.now())
 
     def history(self, run: RunRef) -> list[Event]:
 
@@ -315,7 +335,7 @@ class StoreBackend:
                 limit=query.limit,
                 offset=query.offset,
             )
-            served = await self._served() if any(r.status == "running" for r in runs) else set()
+            served = await self._served() if any(r.status == "running" for r in runs) else None
             return [WorkflowRun.from_record(r, served) for r in runs]
 
         return self._portal.call(read())
@@ -418,9 +438,7 @@ class StoreBackend:
 
         async def read() -> RunsPage:
             page = await self._store.page_runs(filters, limit=limit, after=after)
-            served = (
-                await self._served() if any(r.status == "running" for r in page.runs) else set()
-            )
+            served = await self._served() if any(r.status == "running" for r in page.runs) else None
             return RunsPage(
                 [WorkflowRun.from_record(r, served) for r in page.runs],
                 page.next_cursor.encode() if page.next_cursor is not None else None,

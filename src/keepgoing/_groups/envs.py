@@ -8,10 +8,14 @@ shares package files between environments. A lock file makes concurrent
 builders of one key take turns, and a marker file written last means a build
 that was interrupted is built again.
 
-The environment is layered over the interpreter keepgoing runs in: a ``.pth``
-file adds this environment's site directories *after* the new environment's
-own, so keepgoing and its dependencies import as they do here, while packages
-the image installs take precedence and are visible only in that environment.
+An image on this interpreter's Python version is layered over the environment
+keepgoing runs in: a ``.pth`` file adds this environment's site directories
+*after* the new environment's own, so keepgoing and its dependencies import as
+they do here, while packages the image installs take precedence and are visible
+only in that environment. An image on another version gets that interpreter, as
+uv finds it on this machine (:mod:`keepgoing._groups.pythons`), and an
+environment of its own: keepgoing's requirements installed for it, keepgoing
+linked in. A version uv does not find refuses the deploy.
 
 No image and no missing dependency is the fast path: the current interpreter,
 nothing built.
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from keepgoing._groups.pythons import find_python, link_keepgoing, runtime_requirements
 from keepgoing.errors import GroupError
 
 if TYPE_CHECKING:
@@ -88,11 +93,13 @@ def missing_requirements(requirements: Iterable[str]) -> list[str]:
     return missing
 
 
-def check_local_image(image: Image) -> None:
-    """Refuse the steps this backend cannot carry out, naming the step and who can.
+def check_local_image(image: Image) -> str:
+    """Refuse the steps this backend cannot carry out, naming the step and who can, and
+    an image whose Python version this machine lacks; the interpreter it runs on.
 
     Raises:
-        GroupError: an ``apt_install`` or ``run_commands`` step.
+        GroupError: an ``apt_install`` or ``run_commands`` step, or a Python version uv
+            does not find here (the message names the versions it found).
     """
     for step in image.steps:
         if step.kind in UNSUPPORTED_LOCALLY:
@@ -102,6 +109,7 @@ def check_local_image(image: Image) -> None:
                 "deploy with --backend kubernetes (it builds the image's Dockerfile), or "
                 "remove the step"
             )
+    return find_python(image.python_version)
 
 
 def _args_text(args: Mapping[str, object]) -> str:
@@ -125,28 +133,16 @@ def build_env(
     missing = missing_requirements(dependencies)
     if image is None and not missing:
         return BuiltEnv(python=sys.executable)
-    packages: list[str] = list(missing)
-    env: dict[str, str] = {}
-    workdir: str | None = None
-    files: list[tuple[str, str, str]] = []  # (kind, local, remote)
-    if image is not None:
-        check_local_image(image)
-        for step in image.steps:
-            args = dict(step.args)
-            if step.kind in ("pip_install", "uv_pip_install"):
-                packages.extend(str(p) for p in args.get("packages", ()))
-            elif step.kind == "env":
-                env.update({str(k): str(v) for k, v in dict(args.get("vars", {})).items()})
-            elif step.kind == "workdir":
-                workdir = str(args.get("path"))
-            elif step.kind in ("add_local_file", "add_local_dir"):
-                files.append((step.kind, str(args.get("local")), str(args.get("remote"))))
+    base = check_local_image(image) if image is not None else sys.executable
+    layered = base == sys.executable  # else: an interpreter of another version
+    packages: list[str] = list(missing) if layered else _own_packages(dependencies)
+    env, workdir, files = _image_steps(image, packages)
     key = hashlib.sha256(
         json.dumps(
             {
                 "image": image.hash if image is not None else None,
-                "missing": sorted(missing),
-                "python": sys.executable,
+                "missing": sorted(missing if layered else packages),
+                "python": base,
             },
             sort_keys=True,
         ).encode()
@@ -162,15 +158,14 @@ def build_env(
         if (folder / _DONE).exists():
             return BuiltEnv(python=python, env=env, cwd=cwd, key=key)
         started = time.monotonic()
-        if image is not None and image.python_version != _this_python():
-            progress(
-                f"image asks for Python {image.python_version}; the local backend runs "
-                f"this interpreter's {_this_python()}"
-            )
         shutil.rmtree(folder, ignore_errors=True)
-        progress(f"building environment {key}: {len(packages)} package(s)")
-        _uv(["venv", "--quiet", "--python", sys.executable, str(folder / "venv")], progress)
-        _layer_over_this_environment(folder / "venv")
+        where = "" if layered else f" on {base}"
+        progress(f"building environment {key}{where}: {len(packages)} package(s)")
+        _uv(["venv", "--quiet", "--python", base, str(folder / "venv")], progress)
+        if layered:
+            _layer_over_this_environment(folder / "venv")
+        else:
+            link_keepgoing(_site_packages(python), folder / "keepgoing-source")
         if packages:
             _uv(["pip", "install", "--python", python, *sorted(set(packages))], progress)
         for kind, local, remote in files:
@@ -186,6 +181,47 @@ def build_env(
         seconds = time.monotonic() - started
         progress(f"built environment {key} in {seconds:.1f}s")
         return BuiltEnv(python=python, env=env, cwd=cwd, key=key, built_seconds=seconds)
+
+
+def _image_steps(
+    image: Image | None, packages: list[str]
+) -> tuple[dict[str, str], str | None, list[tuple[str, str, str]]]:
+    """The image's variables, working folder and files ((kind, local, remote)); its
+    packages are added to ``packages``."""
+    env: dict[str, str] = {}
+    workdir: str | None = None
+    files: list[tuple[str, str, str]] = []
+    for step in image.steps if image is not None else ():
+        args = dict(step.args)
+        if step.kind in ("pip_install", "uv_pip_install"):
+            packages.extend(str(p) for p in args.get("packages", ()))
+        elif step.kind == "env":
+            env.update({str(k): str(v) for k, v in dict(args.get("vars", {})).items()})
+        elif step.kind == "workdir":
+            workdir = str(args.get("path"))
+        elif step.kind in ("add_local_file", "add_local_dir"):
+            files.append((step.kind, str(args.get("local")), str(args.get("remote"))))
+    return env, workdir, files
+
+
+def _own_packages(dependencies: Iterable[str]) -> list[str]:
+    """What an environment on another interpreter installs for itself: keepgoing's own
+    requirements and the script's (keepgoing itself is linked, not installed)."""
+    script = [d for d in dependencies if _requirement_name(d) != "keepgoing"]
+    return [*runtime_requirements(), *script]
+
+
+def _site_packages(python: str) -> Path:
+    done = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise GroupError(f"{python} did not start: {done.stderr.strip()[-500:]}")
+    return Path(done.stdout.strip())
 
 
 def _this_python() -> str:

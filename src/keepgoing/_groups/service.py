@@ -10,6 +10,7 @@ from keepgoing._clock import Clock, system_clock
 from keepgoing._groups.autoscaler import Autoscaler
 from keepgoing._groups.local import LocalBackend
 from keepgoing._store.protocol import Store
+from keepgoing._store.url import project_folder
 
 __all__ = ["WORKER_STORE_ENV", "group_autoscaler", "worker_store_url"]
 
@@ -43,7 +44,8 @@ def group_autoscaler(
     url = worker_store_url(store)
     if url is None:
         return None
-    folder = workdir or Path(os.environ.get("KEEPGOING_GROUPS_DIR", ".keepgoing/groups"))
+    default = project_folder() / "groups"  # the project's, as its store is
+    folder = workdir or Path(os.environ.get("KEEPGOING_GROUPS_DIR") or default)
     # Replicas write to this process's output, or to <group>.log files in this folder.
     logs = os.environ.get("KEEPGOING_GROUPS_LOG_DIR")
     backend = LocalBackend(

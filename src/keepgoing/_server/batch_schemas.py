@@ -55,5 +55,10 @@ class StartManyResult(BaseModel):
     warning: str | None = Field(
         default=None,
         description="Set when no worker has served the name but it is close to names "
-        "that have been served (a likely typo); the runs are queued all the same.",
+        "that have been served (a likely typo), or when nothing has ever served the "
+        "queue; the runs are queued all the same.",
+    )
+    warning_code: str | None = Field(
+        default=None,
+        description="What the warning is: `unknown_workflow` or `unknown_queue`.",
     )

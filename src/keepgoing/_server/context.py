@@ -43,6 +43,8 @@ class ServerContext:
     orchestrator: Orchestrator | None = None
     #: Held while a token is revoked, so two revokes cannot each leave the other last.
     revoking: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: Queues a group, worker or deploy has served: known for good once seen.
+    known_queues: set[str] = field(default_factory=set)
     #: Server-sent event streams open now, and how many may be (a 503 above), in all
     #: and for any one token (a 429 above: one caller cannot hold them all).
     streams: int = 0

@@ -38,6 +38,7 @@ STATUS: dict[str, int] = {
     errors.AuthenticationError.code: 401,
     errors.PermissionDeniedError.code: 403,
     errors.WorkflowNotFoundError.code: 404,
+    errors.QueueNotFoundError.code: 404,
     errors.RunNotFoundError.code: 404,
     errors.TokenNotFoundError.code: 404,
     errors.VolumeNotFoundError.code: 404,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from keepgoing._client.runs import waiting_for
+from keepgoing._client.runs import Served, waiting_for
 from keepgoing._store.auth_protocol import PERMISSIONS, TokenRecord
 from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord
 from keepgoing._store.trouble import markers, run_state
@@ -130,7 +130,8 @@ class StartBody(_Request):
         False,
         strict=True,  # a JSON boolean only, as the spec says: not "true" or 1
         description="Refuse (404 `workflow_not_found`) a workflow name that no worker of "
-        "this store has served. By default such a run is queued and waits for a worker "
+        "this store has served, or (404 `queue_not_found`) a queue that no group, worker "
+        "or deploy has served. By default such a run is queued and waits for a worker "
         "that serves its name.",
     )
 
@@ -143,7 +144,12 @@ class StartResult(_Response):
     warning: str | None = Field(
         default=None,
         description="Set when no worker has served the name but it is close to names "
-        "that have been served (a likely typo); the run is queued all the same.",
+        "that have been served (a likely typo), or when nothing has ever served the "
+        "queue; the run is queued all the same.",
+    )
+    warning_code: str | None = Field(
+        default=None,
+        description="What the warning is: `unknown_workflow` or `unknown_queue`.",
     )
 
 
@@ -173,7 +179,7 @@ class RunView(_Response):
     waiting_for: str | None = Field(
         default=None,
         description='What a running run waits for that is not there, such as "waiting '
-        'for a worker that serves NAME".',
+        'for a worker that serves NAME", or "waiting on queue Q, which nothing serves".',
     )
     group_revision: int | None = Field(
         default=None,
@@ -194,8 +200,8 @@ class RunView(_Response):
     )
 
     @classmethod
-    def of(cls, run: RunRecord, served: set[tuple[str, str]] | None = None) -> RunView:
-        """``served``: the (workflow, queue) pairs live workers serve, for ``waiting_for``."""
+    def of(cls, run: RunRecord, served: Served | None = None) -> RunView:
+        """``served``: what live workers serve and the known queues, for ``waiting_for``."""
         error = run.error
         return cls(
             workflow_name=run.workflow_name,

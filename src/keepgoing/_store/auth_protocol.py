@@ -34,6 +34,7 @@ PERMISSIONS: tuple[str, ...] = (
     "groups.kill",
     "workers.kill",
     "gateway.use",
+    "gateway.read",
     "admin",
 )
 

@@ -26,11 +26,17 @@ from typing import Any, Literal
 __all__ = [
     "ATTEMPT_STATES",
     "RESERVATION_TTL",
+    "USAGE_GROUPS",
+    "USAGE_MAX_POINTS",
     "GatewayCall",
     "GatewayKey",
     "GatewayStore",
     "KeyUsage",
     "ModelUsage",
+    "UsagePoint",
+    "UsageQuery",
+    "UsageReport",
+    "UsageRow",
 ]
 
 #: Seconds a reservation (a 'pending' row) holds its key's budget when it is never
@@ -139,6 +145,89 @@ class ModelUsage:
     latency_sum: float
 
 
+#: What :meth:`GatewayStore.gateway_usage` groups the ledger by. ``step`` is a step of
+#: one run (run id and step), ``attempt`` one attempt of it; ``workflow`` is the name
+#: of the run's workflow (None for calls made outside a run).
+USAGE_GROUPS: tuple[str, ...] = ("workflow", "run", "step", "attempt", "model", "key")
+#: The most points a usage series may have (and rows a report may be asked for).
+USAGE_MAX_POINTS = 10_000
+
+
+@dataclass(frozen=True)
+class UsageQuery:
+    """Ledger rows created in ``[since, until)``, narrowed by the filters that are set,
+    grouped by ``group_by`` (one of :data:`USAGE_GROUPS`); with ``bucket`` (seconds),
+    also totals per ``bucket`` from ``since`` on, for a chart over time."""
+
+    since: float
+    until: float
+    group_by: str = "model"
+    workflow: str | None = None
+    run_id: str | None = None
+    step: int | None = None
+    model: str | None = None
+    key_id: str | None = None
+    bucket: float | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    """The totals of one group of ledger rows. The key fields the query did not group
+    by are None. ``errors`` counts calls no provider answered, ``refused`` calls over
+    a key's limit (no provider was asked). ``attempt_state`` (by attempt only) is how
+    the attempt ended: ``open``, ``committed``, ``failed`` or ``lost``."""
+
+    workflow: str | None
+    run_id: str | None
+    step: int | None
+    attempt: int | None
+    model: str | None
+    key_id: str | None
+    attempt_state: str | None
+    calls: int
+    errors: int
+    refused: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    latency_sum: float
+    latency_max: float
+    first_at: float | None
+    last_at: float | None
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @property
+    def latency_avg(self) -> float | None:
+        return self.latency_sum / self.calls if self.calls else None
+
+
+@dataclass(frozen=True)
+class UsagePoint:
+    """The calls created in ``[at, at + bucket)``."""
+
+    at: float
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    """What :meth:`GatewayStore.gateway_usage` returns: ``rows`` most expensive first,
+    ``totals`` over every row the filters match (its key fields are None), and the
+    chart's ``points`` (only buckets with calls), oldest first."""
+
+    rows: list[UsageRow]
+    totals: UsageRow
+    points: list[UsagePoint]
+    bucket: float | None
+
+
 class GatewayStore(abc.ABC):
     """The usage ledger and key limits. Methods may raise :class:`~keepgoing.errors.StoreError`."""
 
@@ -191,6 +280,17 @@ class GatewayStore(abc.ABC):
         limit: int = 100,
     ) -> list[GatewayCall]:
         """Ledger rows, newest first, filtered by key, run and creation time."""
+
+    @abc.abstractmethod
+    async def gateway_usage(self, query: UsageQuery) -> UsageReport:
+        """The ledger's totals by ``query.group_by``, with the totals of everything the
+        filters match and, with ``query.bucket``, a series over time: one read.
+
+        Raises:
+            ValueError: an unknown ``group_by``, ``since > until``, a bucket that is
+                not positive or makes more than 10,000 points, or ``limit`` outside
+                1..10,000.
+        """
 
     @abc.abstractmethod
     async def gateway_usage_by_model(self, *, since: float | None = None) -> list[ModelUsage]:

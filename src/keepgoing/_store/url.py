@@ -8,29 +8,65 @@ Accepted forms::
     sqlite://   or   memory://        SQLite in memory, this store object only
     postgresql://user@host:5432/db    PostgreSQL, shared by many machines
     postgresql://...?pool_max=16      pool_min, pool_max, outage_timeout; libpq parameters
+
+With no URL and no ``KEEPGOING_STORE``, the store is the project's: the
+``.keepgoing/`` folder of the working directory or of its nearest parent that has
+one (as git finds ``.git``), holding ``keepgoing.db``; when no folder up to the
+root has one, it is made in the working directory. So a script run from a
+subfolder opens the same store as one run at the project's top.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from keepgoing._store.protocol import Store
 from keepgoing.errors import InvalidStoreURLError
 
-__all__ = ["DEFAULT_STORE_URL", "redact_url", "resolve_store_url", "store_from_url"]
+__all__ = [
+    "DEFAULT_STORE_URL",
+    "PROJECT_FOLDER",
+    "default_store_url",
+    "project_folder",
+    "redact_url",
+    "resolve_store_url",
+    "store_from_url",
+]
 
-DEFAULT_STORE_URL = "sqlite:///.keepgoing/keepgoing.db"
+#: The folder that marks a project's store (and holds its background orchestrator's files).
+PROJECT_FOLDER = ".keepgoing"
+#: The default store, relative to the project folder's parent.
+DEFAULT_STORE_URL = f"sqlite:///{PROJECT_FOLDER}/keepgoing.db"
 _FORMS = (
     "sqlite:///relative.db, sqlite:////absolute/path.db, sqlite:///x.db?synchronous=normal, "
     "sqlite:// or memory:// (in memory), postgresql://user@host:port/db"
 )
 
 
+def project_folder(start: str | os.PathLike[str] | None = None) -> Path:
+    """The project's ``.keepgoing/`` folder, absolute: in ``start`` (default: the working
+    directory) or its nearest parent that has one; else ``start/.keepgoing`` (not made
+    here: the store makes it when it opens)."""
+    here = Path(os.path.abspath(start if start is not None else os.getcwd()))
+    for folder in (here, *here.parents):
+        candidate = folder / PROJECT_FOLDER
+        if candidate.is_dir():
+            return candidate
+    return here / PROJECT_FOLDER
+
+
+def default_store_url(start: str | os.PathLike[str] | None = None) -> str:
+    """The project's store: ``keepgoing.db`` in :func:`project_folder`, as an absolute URL."""
+    return f"sqlite:///{project_folder(start) / 'keepgoing.db'}"
+
+
 def resolve_store_url(url: str | None = None) -> str:
-    """``url``, else ``KEEPGOING_STORE``, else the default SQLite file."""
-    return url or os.environ.get("KEEPGOING_STORE") or DEFAULT_STORE_URL
+    """``url``, else ``KEEPGOING_STORE``, else the project's SQLite file
+    (:func:`default_store_url`)."""
+    return url or os.environ.get("KEEPGOING_STORE") or default_store_url()
 
 
 def redact_url(url: str) -> str:

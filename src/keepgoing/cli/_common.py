@@ -1,7 +1,9 @@
 """What the commands share: connection options, the client, JSON output, errors.
 
 A command talks to a server when ``--url`` (or ``KEEPGOING_URL``) is set and
-``--store`` is not; otherwise it opens the store directly.
+``--store`` is not; otherwise it opens the store directly, and says which one on
+stderr (``store sqlite:////…/.keepgoing/keepgoing.db``): with neither option nor
+``KEEPGOING_STORE`` that is the project's, found as git finds ``.git``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from keepgoing._client.client import Client
-from keepgoing._store.url import resolve_store_url
+from keepgoing._store.url import redact_url, resolve_store_url
 from keepgoing.errors import ConfigurationError, KeepgoingError
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "TokenOption",
     "UrlOption",
     "add_row",
+    "announce_store",
     "cli_errors",
     "console",
     "emit_json",
@@ -60,7 +63,10 @@ StoreOption = Annotated[
     str | None,
     typer.Option(
         "--store",
-        help="Store URL (default: KEEPGOING_STORE or sqlite:///.keepgoing/keepgoing.db).",
+        help=(
+            "Store URL (default: KEEPGOING_STORE, else .keepgoing/keepgoing.db in this "
+            "folder or the nearest parent that has a .keepgoing folder)."
+        ),
         show_default=False,
     ),
 ]
@@ -70,16 +76,21 @@ console = Console(highlight=False, soft_wrap=True)
 errors_console = Console(stderr=True, highlight=False)
 
 
+def announce_store(store: str | None) -> str:
+    """The URL of the store a command opens (``--store``, ``KEEPGOING_STORE`` or the
+    project's), printed on stderr so that ``--json`` output stays clean."""
+    url = resolve_store_url(store)
+    print(f"store {redact_url(url)}", file=sys.stderr, flush=True)
+    return url
+
+
 def open_client(url: str | None, token: str | None, store: str | None) -> Client:
-    """A client on the server (``url``) or, with ``store`` or no URL, on the store."""
+    """A client on the server (``url``) or, with ``store`` or no URL, on the store
+    (whose URL is printed on stderr)."""
     if store is not None or not url:
-        return Client(store=store) if store is not None else _store_client()
+        # Client() alone would read KEEPGOING_URL again; here no URL means the store.
+        return Client(store=announce_store(store))
     return Client(url, token=token)
-
-
-def _store_client() -> Client:
-    # Client() alone would read KEEPGOING_URL again; here no URL means the store.
-    return Client(store=resolve_store_url(None))
 
 
 def add_row(table: Table, *cells: RenderableType) -> None:

@@ -18,7 +18,7 @@ from keepgoing._client.store_backend import current_user
 from keepgoing._clock import system_clock
 from keepgoing._gateway.config import load_config
 from keepgoing._server import tokens
-from keepgoing._store.gateway_protocol import GatewayKey
+from keepgoing._store.gateway_protocol import USAGE_GROUPS, GatewayKey, UsageQuery
 from keepgoing._workflow.durations import parse_duration
 from keepgoing.cli._app import app
 from keepgoing.cli._common import JsonOption, StoreOption, add_row, cli_errors, console, emit_json
@@ -283,18 +283,26 @@ def usage(
     run: Annotated[
         str | None, typer.Option("--run", help="List the calls of one run id instead.")
     ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", help=f"Group by one of {', '.join(USAGE_GROUPS)} instead."),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Usage per model from the ledger, or the calls of one run (with --run).
+    """Usage per model from the ledger, or the calls of one run (with --run), or the
+    ledger grouped by workflow, run, step, attempt, model or key (with --by).
 
     Example:
 
-        keepgoing gateway usage --since 7d
+        keepgoing gateway usage --since 7d --by workflow
     """
     with cli_errors():
         window = parse_duration(since, what="--since")
         start = system_clock.now() - window
+        if by is not None:
+            _grouped(by, start, store, as_json)
+            return
         if run is not None:
             calls = with_store(store, lambda s: s.list_gateway_calls(run_id=run, limit=1000))
             if as_json:
@@ -344,5 +352,33 @@ def usage(
             str(r.output_tokens),
             f"{r.cost:.6f}",
             f"{r.latency_sum / max(r.calls, 1):.3f}",
+        )
+    console.print(table)
+
+
+def _grouped(by: str, start: float, store: str | None, as_json: bool) -> None:
+    """``keepgoing gateway usage --by``: what GET /api/v1/gateway/usage answers."""
+    query = UsageQuery(since=start, until=system_clock.now() + 1, group_by=by, limit=1000)
+    report = with_store(store, lambda s: s.gateway_usage(query))
+    if as_json:
+        emit_json({"totals": report.totals, "groups": report.rows})
+        return
+    key = {"run": "run_id", "key": "key_id"}.get(by, by)
+    table = Table(title=f"usage by {by}")
+    for column in (by, "calls", "errors", "tokens in", "tokens out", "$", "avg s"):
+        table.add_column(column)
+    for r in report.rows:
+        name = getattr(r, key, None) if by != "step" else f"{r.run_id} #{r.step}"
+        if by == "attempt":
+            name = f"{r.run_id} #{r.step} attempt {r.attempt} ({r.attempt_state})"
+        add_row(
+            table,
+            "-" if name is None else str(name),
+            str(r.calls),
+            str(r.errors + r.refused),
+            str(r.input_tokens),
+            str(r.output_tokens),
+            f"{r.cost:.6f}",
+            f"{r.latency_avg or 0:.3f}",
         )
     console.print(table)

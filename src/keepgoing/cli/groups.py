@@ -21,6 +21,7 @@ from keepgoing.cli._common import (
     TokenOption,
     UrlOption,
     add_row,
+    announce_store,
     cli_errors,
     console,
     emit_json,
@@ -447,7 +448,7 @@ def serve_groups(
     setup_logging(verbose)
     refuse_inspection()  # its replicas run deployed code as this user
     with cli_errors():
-        the_store = store_from_url(store)
+        the_store = store_from_url(announce_store(store))
         scaler = group_autoscaler(the_store)
         if scaler is None:
             fail("a store in memory cannot be shared with worker processes", 2)

@@ -26,6 +26,7 @@ from keepgoing.cli._common import (
     TokenOption,
     UrlOption,
     add_row,
+    announce_store,
     cli_errors,
     console,
     emit_json,
@@ -43,8 +44,10 @@ app.add_typer(token_app, name="token")
 def with_store(url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
     """Run ``work`` on the opened store at ``url`` (default: the local store)."""
 
+    resolved = announce_store(url)
+
     async def main() -> T:
-        store = store_from_url(url)
+        store = store_from_url(resolved)
         await store.open()
         try:
             return await work(store)

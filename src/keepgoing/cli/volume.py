@@ -1,7 +1,8 @@
 """``keepgoing volume ls | cat | versions | diff | rollback | fork``: versioned volumes.
 
 The commands open the store directly (``--store``, else ``KEEPGOING_STORE``,
-else the local SQLite file) and never create a volume.
+else the project's SQLite file; its URL is printed on stderr) and never create a
+volume.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from keepgoing.cli._common import (
     JsonOption,
     StoreOption,
     add_row,
+    announce_store,
     cli_errors,
     console,
     emit_json,
@@ -44,7 +46,8 @@ VersionOption = Annotated[
 
 
 def _open(name: str, ref: str, store: str | None, version: int | None = None) -> Volume:
-    return Volume(name, ref=ref, store=store, version_id=version, create_if_missing=False)
+    url = announce_store(store)
+    return Volume(name, ref=ref, store=url, version_id=version, create_if_missing=False)
 
 
 @volume_app.command("ls")

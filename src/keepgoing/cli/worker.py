@@ -33,7 +33,7 @@ def worker(
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Task attempts run at once.")] = 16,
     store: Annotated[
-        str | None, typer.Option(help="Store URL (default: KEEPGOING_STORE or the local SQLite).")
+        str | None, typer.Option(help="Store URL (default: KEEPGOING_STORE, else the project's).")
     ] = None,
     lease_ttl: Annotated[
         float | None, typer.Option(help="Seconds a lease lasts without a heartbeat.")
@@ -87,10 +87,12 @@ def worker(
             shutdown_grace=shutdown_grace,
             max_hung_threads=max_hung_threads,
         )
+        store = resolve_store_url(store)
         the_store = store_from_url(store)
     except KeepgoingError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    typer.echo(f"store {redact_url(store)}", err=True)
     the_worker = Worker(the_store, settings=settings)
     the_worker.replace_when_hung = True
     the_worker.capture_logs = True
@@ -100,7 +102,7 @@ def worker(
         the_worker.worker_id,
         module.__name__,
         file,
-        redact_url(resolve_store_url(store)),
+        redact_url(store),
         ", ".join(settings.queues),
     )
     try:

@@ -9,12 +9,14 @@ import asyncio
 import hashlib
 import logging
 import os
+import sys
 
 import kg_effects
 
 from keepgoing import Image, task, workflow
 
-six_image = Image.debian_slim("3.12").pip_install("six")
+# This interpreter's version: the local backend builds it layered over this environment.
+six_image = Image.debian_slim("{}.{}".format(*sys.version_info[:2])).pip_install("six")
 log = logging.getLogger("groups_app")
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import keepgoing
-from keepgoing import Volume
+from keepgoing import Volume, gateway
 from keepgoing._runtime.context import current_task_context
 
 
@@ -126,3 +126,21 @@ async def journal(book: str, days: int) -> int:
     for day in range(days):
         await note(book, day)
     return days
+
+
+@keepgoing.task(retries=1, retry_delay="0.1s")
+def ask_model(question: str) -> str:
+    """A model step whose first attempt asks the model and then fails: the ledger keeps
+    what both attempts' calls cost (the gateway runs in this worker, on the scripted
+    model)."""
+    answer = gateway.chat(
+        model="scripted", messages=[{"role": "user", "content": f"Summarize: {question}"}]
+    )
+    if _attempt() == 1:
+        raise RuntimeError("the answer was cut off; asking again")
+    return answer.text or ""
+
+
+@keepgoing.workflow
+async def ask(question: str) -> str:
+    return await ask_model(question)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from keepgoing._server.routes import (
     admin,
     batch,
+    gateway_usage,
     groups,
     inspect,
     kill,
@@ -33,5 +34,6 @@ ROUTERS = (
     kill.router,
     volumes.router,
     groups.router,
+    gateway_usage.router,
     admin.router,
 )

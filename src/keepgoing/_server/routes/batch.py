@@ -7,7 +7,7 @@ import uuid
 from fastapi import APIRouter, Request, Response
 
 from keepgoing._client.batch import naming, refuse_repeats
-from keepgoing._client.catalog import check_workflow_name
+from keepgoing._client.catalog import check_start
 from keepgoing._server.auth import Principal, Triggers
 from keepgoing._server.batch_schemas import StartManyBody, StartManyResult
 from keepgoing._server.context import ServerContext, context
@@ -71,7 +71,9 @@ async def start_runs(
     if not inputs:
         response.status_code = 200
         return StartManyResult(runs=[])
-    warning = await check_workflow_name(ctx.store, body.workflow, queue, strict=body.strict)
+    warning = await check_start(
+        ctx.store, body.workflow, queue, strict=body.strict, known=ctx.known_queues
+    )
     now = ctx.clock.now()
     starts: list[StartRequest] = []
     for i, value in enumerate(inputs):
@@ -113,7 +115,8 @@ async def start_runs(
             )
             for run, new in started
         ],
-        warning=warning,
+        warning=warning.text if warning else None,
+        warning_code=warning.code if warning else None,
     )
 
 

@@ -8,6 +8,7 @@ changes are audited; secret values never appear in an answer or the audit log.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any, Literal
 
@@ -15,6 +16,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field
 
 from keepgoing._groups import operations as ops
+from keepgoing._groups.envs import check_local_image
 from keepgoing._groups.registration import DeployPlan
 from keepgoing._groups.upgrade import DeployOptions, deploy_plan
 from keepgoing._server.auth import KillsInstances, Principal, ReadsGroups, WritesGroups
@@ -86,6 +88,10 @@ async def deploy_groups(
     raw = body.model_dump()
     plan = DeployPlan.from_body(raw)
     options = DeployOptions.from_body(raw)
+    if plan.backend == "local":  # its replicas run on this machine: is its Python here?
+        for revision in plan.groups:
+            if revision.image is not None:
+                await asyncio.to_thread(check_local_image, revision.image)
     ctx = context(request)
     outcome = await deploy_plan(ctx.store, plan, now=ctx.clock.now(), options=options)
     await _audit(

@@ -101,15 +101,19 @@ async def steps(
     """Each task step, by `cmd`: its inputs, output, status, every attempt (worker,
     start, end, duration, error with traceback, `outcome` and `cause` — e.g.
     `worker_lost` with the dead worker's id, or `killed_by_request` with who asked),
-    its operation id, the volume versions it wrote, and `reused_output` when a
-    replacement worker carried on from its saved output. Paged by `offset`/`limit`."""
+    its operation id, the volume versions it wrote, `reused_output` when a
+    replacement worker carried on from its saved output, and `usage`: its model
+    calls' tokens and cost from the gateway's ledger, on the step and on each attempt
+    (so a retried step shows what each attempt cost). Paged by `offset`/`limit`."""
     store = context(request).store
     run = await find_run(store, workflow_id, run_id)
     events = await store.read_history(run.run_id)
     tasks = await store.run_tasks(run.run_id)
     # Kills by worker id name no run: every recent one, matched by the worker.
     kills = await store.list_audit(action="worker.kill", limit=1000)
-    found = run_steps.page(run_steps.build_steps(run.run_id, events, tasks, kills), offset, limit)
+    usage = await store.gateway_usage(run_steps.usage_query(run.run_id))
+    every = run_steps.build_steps(run.run_id, events, tasks, kills, usage.rows)
+    found = run_steps.page(every, offset, limit)
     return StepsView(
         workflow_id=run.workflow_id,
         run_id=run.run_id,

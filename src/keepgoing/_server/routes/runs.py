@@ -7,8 +7,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from keepgoing._client.catalog import check_workflow_name
-from keepgoing._client.runs import served_workflows
+from keepgoing._client.catalog import check_start
+from keepgoing._client.queues import serving
+from keepgoing._client.runs import Served
 from keepgoing._history.codec import encode
 from keepgoing._server.auth import CancelsRuns, Principal, ReadsRuns, Triggers
 from keepgoing._server.context import ServerContext, context
@@ -69,7 +70,10 @@ async def start_run(
     """Start a run of a workflow. A name that no worker has served yet is
     accepted: the run is queued and waits for a worker that serves it (`strict`
     refuses such a name with a 404 instead; a name close to served ones comes
-    back with a `warning`).
+    back with a `warning`, `warning_code` `unknown_workflow`). So is a `task_queue`
+    that no group, worker or deploy has ever served: `warning_code` `unknown_queue`
+    and a `warning` naming the closest known queue, or with `strict` a 404
+    `queue_not_found`.
 
     Idempotent: repeating a start with the same `request_id`, or with the same
     `workflow_id`, workflow and input while that run is open, returns the
@@ -80,7 +84,7 @@ async def start_run(
     queue = body.task_queue or DEFAULT_QUEUE
     check_depth(body.input, f"the input of workflow {body.workflow!r}")
     name, inputs, version = start_input(body.workflow, body.input)
-    warning = await check_workflow_name(ctx.store, name, queue, strict=body.strict)
+    warning = await check_start(ctx.store, name, queue, strict=body.strict, known=ctx.known_queues)
     run_id = body.request_id or uuid.uuid4().hex
     if body.request_id is not None:
         earlier = await ctx.store.get_run(run_id)
@@ -108,7 +112,8 @@ async def start_run(
         workflow_id=run.workflow_id,
         run_id=run.run_id,
         created=True,
-        warning=warning,
+        warning=warning.text if warning else None,
+        warning_code=warning.code if warning else None,
     )
 
 
@@ -329,5 +334,5 @@ async def get_run(
     return RunView.of(run, await _served(ctx))
 
 
-async def _served(ctx: ServerContext) -> set[tuple[str, str]]:
-    return served_workflows(await ctx.store.list_workers(), ctx.clock.now())
+async def _served(ctx: ServerContext) -> Served:
+    return await serving(ctx.store, ctx.clock.now())

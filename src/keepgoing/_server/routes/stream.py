@@ -30,7 +30,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from keepgoing._client.runs import served_workflows
+from keepgoing._client.queues import serving
 from keepgoing._history.codec import encode
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import ServerContext, context
@@ -179,7 +179,7 @@ async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes
                 change = "status" if before[1] != run.status else "updated"
             seen[run.run_id] = (run.updated_at, run.status)
             if served is None:
-                served = served_workflows(await store.list_workers(), ctx.clock.now())
+                served = await serving(store, ctx.clock.now())
             view = RunView.of(run, served).model_dump(mode="json")
             frames.append(_frame("run", {"change": change, "run": view}, read_at - LOOKBACK))
         if len(changed) >= BATCH:

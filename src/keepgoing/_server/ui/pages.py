@@ -46,6 +46,7 @@ NAV = (
     ("/memory", "Memory", "volumes.read"),
     ("/reviews", "Reviews", "runs.read"),
     ("/workers", "Workers", "runs.read"),
+    ("/usage", "Usage", "gateway.read"),
     ("/audit", "Audit", "admin"),
 )
 _MAX_ID = 512
@@ -114,13 +115,18 @@ async def runs_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/run", response_model=None)
-async def run_page(request: Request, id: IdQuery = "", run: IdQuery = "") -> Response:
-    """A run's page; ``?run=RUN_ID`` alone (a volume version names only its run id)
-    redirects to the page of that run's workflow id."""
+async def run_page(
+    request: Request, id: IdQuery = "", run: IdQuery = "", step: IdQuery = ""
+) -> Response:
+    """A run's page; ``?run=RUN_ID`` alone (a volume version, or a usage row, names
+    only its run id) redirects to the page of that run's workflow id (with ``step``)."""
     if run and not id and _principal(request).allows("runs.read"):
         found = await context(request).store.get_run(run)
         if found is not None:
-            query = urllib.parse.urlencode({"id": found.workflow_id, "run": found.run_id})
+            wanted = {"id": found.workflow_id, "run": found.run_id}
+            if step.isdigit():
+                wanted["step"] = step
+            query = urllib.parse.urlencode(wanted)
             return RedirectResponse(f"/run?{query}", status_code=303)
     return _page(request, "run.html", id or "Run", workflow_id=id, run_id=run)
 
@@ -181,6 +187,12 @@ async def reviews_page(request: Request) -> HTMLResponse:
 @router.get("/workers", response_class=HTMLResponse)
 async def workers_page(request: Request) -> HTMLResponse:
     return _page(request, "workers.html", "Workers")
+
+
+@router.get("/usage", response_class=HTMLResponse)
+async def usage_page(request: Request) -> HTMLResponse:
+    """The model gateway's usage: tokens, cost, latency, a chart, the keys' budgets."""
+    return _page(request, "usage.html", "Usage")
 
 
 @router.get("/audit", response_class=HTMLResponse)

@@ -80,6 +80,7 @@ _MAX_FORM = 64 * 1024
 PAGES = frozenset(
     {"/", "/demo", "/run", "/replay", "/diff", "/memory", "/memory/volume", "/workers", "/audit"}
     | {"/reviews"}
+    | {"/usage"}
     | {"/signin", "/signout"}
 )
 

@@ -1,5 +1,6 @@
 """The SQL stores' gateway facet (mixed into ``SqlStore``): tables ``gateway_calls``,
-``gateway_spend`` and ``gateway_keys`` (0010).
+``gateway_spend`` and ``gateway_keys`` (0010); the usage reports are in
+``gateway_usage.py``.
 
 ``mark_attempt_calls`` is called by the task SQL (``tasks.py``) inside the
 transaction that records an attempt's outcome.
@@ -21,8 +22,11 @@ from keepgoing._store.gateway_protocol import (
     GatewayStore,
     KeyUsage,
     ModelUsage,
+    UsageQuery,
+    UsageReport,
 )
 from keepgoing._store.refused import name_refused
+from keepgoing._store.sql.gateway_usage import check_query, usage_report
 from keepgoing.errors import StoreError
 
 __all__ = [
@@ -132,6 +136,11 @@ class SqlGatewayMixin(GatewayStore):
             lambda c: [_call(r) for r in c.execute(sql, (*params, max(limit, 0))).fetchall()]
         )
         return calls
+
+    async def gateway_usage(self, query: UsageQuery) -> UsageReport:
+        check_query(query)
+        report: UsageReport = await self._read(lambda c: usage_report(c, query))
+        return report
 
     async def gateway_usage_by_model(self, *, since: float | None = None) -> list[ModelUsage]:
         rows: list[ModelUsage] = await self._read(lambda c: _by_model(c, since))

@@ -3,6 +3,7 @@
 // memory writes and logs, and whether a replacement worker reused its output.
 
 import { api, el, clear, enc, fmtDur, json, offers, reviewAnchor, timeEl, volumeHref } from "./api.js";
+import { usageText } from "./cost.js";
 import { reviewText } from "./model.js";
 
 const STATUS_TEXT = { sent_back: "sent back", approved: "approved" };
@@ -196,4 +197,20 @@ async function loadServerView(root, model, step) {
       el("p", { class: "reused", role: "note" }, "Replacement worker reused the saved output.", el("span", { class: "muted" }, ` ${found.reused_by || "another worker"} took over; this step was not run again.`)),
     );
   } else if (!found.reused_output && note) note.remove();
+  showUsage(root, found, rows);
+}
+
+// What the step's model calls cost, from the gateway's ledger: the step's sum, and each
+// attempt's own (a killed or failed attempt's calls were paid for too).
+function showUsage(root, found, rows) {
+  root.querySelector("#insp-usage")?.remove();
+  if (!found.usage || !found.usage.calls) return;
+  const title = root.querySelector("#insp-attempts")?.closest(".scroll-x");
+  if (!title) return;
+  title.before(el("p", { id: "insp-usage", class: "usage" }, `Model calls: ${usageText(found.usage)}`));
+  (found.attempts || []).forEach((a, i) => {
+    const row = rows[i];
+    if (!row || !a.usage || !a.usage.calls || row.querySelector(".attempt-usage")) return;
+    row.lastElementChild.append(el("div", { class: "muted attempt-usage", dataset: { attempt: String(a.attempt) } }, usageText(a.usage)));
+  });
 }

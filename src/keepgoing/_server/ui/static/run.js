@@ -6,6 +6,7 @@
 import { api, ApiError, clear, el, fmtDur, json, markerChips, offers, page, report, reviewAnchor, runBadge, runHref, runPath, statusBadge, timeEl, toast } from "./api.js";
 import { HistoryView } from "./history.js";
 import { renderInspector } from "./inspector.js";
+import { stepUsage } from "./cost.js";
 import { buildModel, problems } from "./model.js";
 import { tabs } from "./tabs.js";
 import { Timeline } from "./timeline.js";
@@ -112,6 +113,7 @@ function show() {
   toggle("kill-worker", run.status === "running" && state.model.steps.some((s) => s.current));
   timeline.update(state.model);
   showProblems();
+  refreshUsage();
   history.update(state.events);
   if (state.selected !== null) select(state.model.steps.find((s) => s.cmd === state.selected), false);
   else renderInspector(document.getElementById("inspector"), null, state.model);
@@ -199,6 +201,21 @@ function wireProblems() {
     else return;
     event.preventDefault();
   });
+}
+
+// Each step's model-call tokens and cost, from the server's steps view: read again
+// (at most every 3 s) while the run is open, since a running step's calls add up.
+async function refreshUsage() {
+  const ended = !OPEN.has(state.run.status);
+  if (state.usageFor === state.run.updated_at || (state.usageAt && Date.now() - state.usageAt < 3000 && !ended)) return;
+  state.usageFor = state.run.updated_at;
+  state.usageAt = Date.now();
+  if (!(await offers("/api/v1/runs/{workflow_id}/steps"))) return;
+  try {
+    timeline.setUsage(await stepUsage(api, runPath(workflowId), runId));
+  } catch {
+    // the timeline goes on without the figures
+  }
 }
 
 function fact(label, value, id) {

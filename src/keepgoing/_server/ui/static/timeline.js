@@ -2,6 +2,7 @@
 // run of 10,000 events draws only the rows in view; long idle stretches collapse.
 
 import { el, clear, fmtClock, fmtDur } from "./api.js";
+import { fmtCost, fmtTokens, usageText } from "./cost.js";
 import { bars } from "./model.js";
 
 // Each state: its legend entry, and the glyph its bars and step labels carry. Each kind of
@@ -31,6 +32,7 @@ export class Timeline {
     this.collapse = true;
     this.selected = null;
     this.rows = [];
+    this.usage = new Map(); // cmd -> the steps view's usage (model calls' tokens and cost)
     const toggle = el("input", { type: "checkbox", id: "tl-collapse", checked: true });
     toggle.addEventListener("change", () => {
       this.collapse = toggle.checked;
@@ -77,6 +79,12 @@ export class Timeline {
     rows.sort((a, b) => a.start - b.start || (a.kind === "wait") - (b.kind === "wait"));
     this.rows = rows;
     this.render();
+  }
+
+  /** Show each step's model-call tokens and cost (a Map of cmd -> usage). */
+  setUsage(usage) {
+    this.usage = usage;
+    this.draw();
   }
 
   render() {
@@ -136,6 +144,7 @@ export class Timeline {
         el("span", { class: `dot s-${s.status}`, "aria-hidden": "true" }),
         `${s.name}`,
         ...[...kinds].map(([kind, n]) => el("span", { class: `retry-mark k-${kind}`, title: `${n} attempt(s): ${kind.replace("_", " ")}`, dataset: { kind } }, ` ${GLYPH[kind] || "↻"}${n > 1 ? `×${n}` : ""}`)),
+        usageMark(this.usage.get(s.cmd)),
       );
       // One note per kind, beside its last bar ("429 ×2, retried"): notes never pile up.
       const drawn = bars(s);
@@ -240,6 +249,11 @@ export class Timeline {
     this.select(index, true);
     return true;
   }
+}
+
+function usageMark(usage) {
+  if (!usage || !usage.calls) return null;
+  return el("span", { class: "usage-mark", title: usageText(usage) }, ` ${fmtTokens(usage.tokens)} tok · ${fmtCost(usage.cost)}`);
 }
 
 function pct(x) {

@@ -3,6 +3,7 @@
 // gateway's usage appear once the server offers them.
 
 import { api, can, clear, el, fmtDur, offers, report, timeEl, toast } from "./api.js";
+import { fmtCost, fmtTokens } from "./cost.js";
 
 async function load() {
   try {
@@ -122,11 +123,14 @@ async function extras() {
       clear(document.getElementById("groups-body"), el("p", { class: "error" }, error.message));
     }
   }
-  if (await offers("/api/v1/gateway/usage")) {
+  if (can("gateway.read") && (await offers("/api/v1/gateway/usage"))) {
     document.getElementById("gateway").hidden = false;
     try {
-      const data = await api("/api/v1/gateway/usage");
-      clear(document.getElementById("gateway-body"), el("pre", { class: "code" }, JSON.stringify(data, null, 2)));
+      const { totals: t } = await api("/api/v1/gateway/usage?limit=1");
+      clear(
+        document.getElementById("gateway-body"),
+        el("p", { id: "gateway-summary" }, `Last 24 hours: ${t.calls} model call(s), ${fmtTokens(t.tokens)} tokens, ${fmtCost(t.cost)}. `, el("a", { href: "/usage" }, "Usage by model, workflow, run and key →")),
+      );
     } catch (error) {
       clear(document.getElementById("gateway-body"), el("p", { class: "error" }, error.message));
     }
