@@ -205,8 +205,9 @@ async function loadServerView(root, model, step) {
 function showUsage(root, found, rows) {
   root.querySelector("#insp-usage")?.remove();
   if (!found.usage || !found.usage.calls) return;
-  const title = root.querySelector("#insp-attempts")?.closest(".scroll-x");
-  if (!title) return;
+  const table = root.querySelector("#insp-attempts");
+  if (!table) return;
+  const title = table.closest(".scroll-x") || table;
   title.before(el("p", { id: "insp-usage", class: "usage" }, `Model calls: ${usageText(found.usage)}`));
   (found.attempts || []).forEach((a, i) => {
     const row = rows[i];
