@@ -66,19 +66,54 @@ class Activation:
 
 
 def error_info(exc: BaseException) -> ev.ErrorInfo:
+    """How ``exc`` is recorded: its type, message and traceback, whatever it does.
+
+    A task's exception is the task's own object: its ``__str__`` may raise (even
+    ``SystemExit``), return something that is not text, or its class may carry an
+    odd ``__module__``. Each part that cannot be had is replaced by a placeholder
+    naming why, so describing a failure never fails.
+    """
     kind = type(exc)
-    name = (
-        kind.__qualname__
-        if kind.__module__ == "builtins"
-        else f"{kind.__module__}.{kind.__qualname__}"
-    )
+    name = _type_name(kind)
     if isinstance(exc, TaskFailedError):
         name = "keepgoing.errors.TaskFailedError"
-    text = "".join(traceback.format_exception(exc)).rstrip()
-    # A message may quote bad input (a lone surrogate, say): the failure is still recorded.
-    return ev.ErrorInfo(
-        type=safe_text(name), message=safe_text(str(exc)), traceback=safe_text(text)
+    message = _described(lambda: str(exc), f"<str() of the {name} failed")
+    text = _described(
+        lambda: "".join(traceback.format_exception(exc)).rstrip(),
+        "",
     )
+    if not text:  # formatting it whole failed: its frames, then the message found above
+        frames = _described(lambda: "".join(traceback.format_tb(exc.__traceback__)), "")
+        text = f"Traceback (most recent call last):\n{frames}{name}: {message}"
+    # A message may quote bad input (a lone surrogate, say): the failure is still recorded.
+    return ev.ErrorInfo(type=safe_text(name), message=message, traceback=text)
+
+
+def _type_name(kind: type) -> str:
+    qualname = kind.__qualname__  # always a str: type() refuses anything else
+    try:
+        module = kind.__module__  # a metaclass may make even this raise
+    except BaseException:
+        module = None
+    if type(module) is not str:
+        module = "<unknown module>"
+    return qualname if module == "builtins" else f"{module}.{qualname}"
+
+
+def _described(make: Callable[[], object], placeholder: str) -> str:
+    """``make()`` as plain storable text, or ``placeholder`` with the reason it failed."""
+    try:
+        text = make()
+        if not isinstance(text, str):
+            raise TypeError(f"it returned {type(text).__qualname__}, not str")
+        text = str.__str__(text)  # a str subclass's own methods are never called
+        return safe_text(text)
+    except BaseException as exc:
+        try:
+            why = type(exc).__qualname__
+        except BaseException:
+            why = "an exception"
+        return f"{placeholder}: {why}>" if placeholder else ""
 
 
 class WorkflowInstance:

@@ -33,7 +33,7 @@ from keepgoing._store.records import (
 from keepgoing._store.stops import HUNG_RESTART
 from keepgoing._worker import process
 from keepgoing._worker.activation import NOTHING, Activator, FollowUp
-from keepgoing._worker.attempts import run_attempt
+from keepgoing._worker.attempts import failed_outcome, run_attempt
 from keepgoing._worker.backoff import backoff
 from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.claims import ClaimWindow
@@ -429,15 +429,21 @@ class Worker:
     async def _attempt(self, claim: TaskClaim) -> None:
         key = (claim.run_id, claim.cmd)
         definition = self.registry.tasks[claim.name]
-        outcome = await run_attempt(
-            definition,
-            claim,
-            worker_id=self.worker_id,
-            clock=self.clock,
-            executor=self._executor,
-            store=self.store,
-            capture_logs=self.capture_logs,
-        )
+        try:
+            outcome = await run_attempt(
+                definition,
+                claim,
+                worker_id=self.worker_id,
+                clock=self.clock,
+                executor=self._executor,
+                store=self.store,
+                capture_logs=self.capture_logs,
+            )
+        except (asyncio.CancelledError, GeneratorExit):
+            raise  # the engine's own: a lost lease, a shutdown
+        except BaseException as exc:
+            log.exception("task %s: its outcome could not be made; failing the attempt", key)
+            outcome = failed_outcome(claim, self.worker_id, self.clock, exc)
         if key in self._lost:
             self._lost.discard(key)
             return
