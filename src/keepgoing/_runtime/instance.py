@@ -12,8 +12,10 @@ returned for the caller to commit. A mismatch raises
 Patches (``keepgoing.patched``): a ``PatchMarked`` event is recorded with an
 activation's commands but left out of the match. While an activation is
 replayed, ``patched(change_id)`` is True only if that activation recorded the
-marker (the run took the new branch when it ran); live, it is True and writes
-the marker. The first answer for a change id holds for the rest of the run.
+marker or an earlier one did (the run took the new branch when it first asked,
+even at a call site later code no longer has); live, it is True and writes the
+marker unless the history holds one already. The first answer for a change id
+holds for the rest of the run (Temporal's memoized ``patched``).
 
 No I/O happens here: no store, no clock, no network.
 """
@@ -151,7 +153,9 @@ class WorkflowInstance:
         self.cancel_reason: str | None = None
         self.local = False  # a direct in-process run: no orchestrator to send messages
         self.patches: dict[str, bool] = {}  # change id -> the branch this run takes
-        self._replaying: set[str] | None = None  # while replaying: the patches it recorded
+        self._replaying = False  # while an activation recorded in history is replayed
+        #: The change ids whose marker the history holds, up to the activation replayed.
+        self._recorded: set[str] = set()
 
     # -- commands issued by workflow code ----------------------------------
     def _next_cmd(self) -> int:
@@ -209,18 +213,22 @@ class WorkflowInstance:
         known = self.patches.get(change_id)
         if known is not None:
             return known
-        if self._replaying is not None:
-            taken = change_id in self._replaying
+        if self._replaying:
+            taken = change_id in self._recorded
         else:
             taken = True
-            self._emit(ev.PatchMarked(change_id=change_id))
+            if change_id not in self._recorded:
+                self._emit(ev.PatchMarked(change_id=change_id))
+                self._recorded.add(change_id)
         self.patches[change_id] = taken
         return taken
 
     def deprecate_patch(self, change_id: str) -> None:
         """The old branch of ``change_id`` is gone: mark live runs, accept any history."""
-        if self._replaying is None and change_id not in self.patches:
+        known = change_id in self.patches or change_id in self._recorded
+        if not self._replaying and not known:
             self._emit(ev.PatchMarked(change_id=change_id, deprecated=True))
+            self._recorded.add(change_id)
         self.patches.setdefault(change_id, True)
 
     def random(self) -> float:
@@ -257,11 +265,12 @@ class WorkflowInstance:
         return self._activate_live()
 
     def _replay_group(self, marker: ev.ActivationCompleted, recorded: list[ev.Event]) -> None:
-        self._replaying = {c.change_id for c in recorded if isinstance(c, ev.PatchMarked)}
+        self._recorded.update(c.change_id for c in recorded if isinstance(c, ev.PatchMarked))
+        self._replaying = True
         try:
             self._deliver_upto(marker.saw_upto, marker.time)
         finally:
-            self._replaying = None
+            self._replaying = False
         produced, self._pending = self._pending, []
         recorded = [c for c in recorded if not isinstance(c, ev.PatchMarked)]
         produced = [c for c in produced if not isinstance(c, ev.PatchMarked)]
