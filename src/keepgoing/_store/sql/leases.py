@@ -84,10 +84,11 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
 
 
 class Beat(NamedTuple):
-    """What a heartbeat did: the attempt leases still held, and how many it handed back."""
+    """What a heartbeat did: the attempt leases still held, and whether the worker
+    holds attempts it did not name that :func:`hand_back_unknown` is to hand back."""
 
     held: set[tuple[str, int]]
-    released: int
+    unknown: bool
 
 
 def heartbeat(
@@ -119,18 +120,17 @@ def heartbeat(
             f"WHERE status = 'running' AND lease_owner = ?{only} RETURNING {columns(TaskKey)}",
             (now, lease_ttl, lease_ttl, worker_id, *(v for key in keys or () for v in key)),
         )
-    released = 0
+    unknown = False
     if keys is not None and known_through is not None:
-        released = _hand_back_unknown(conn, worker_id, set(keys), known_through, now)
+        unknown = bool(_unknown(conn, worker_id, set(keys), known_through))
     conn.execute("UPDATE workers SET heartbeat_at = ? WHERE worker_id = ?", (now, worker_id))
-    return Beat({(r.run_id, r.cmd) for r in held}, released)
+    return Beat({(r.run_id, r.cmd) for r in held}, unknown)
 
 
-def _hand_back_unknown(
-    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float, now: float
-) -> int:
-    """Hand back the attempts ``worker_id`` holds, claimed before ``before``, that it
-    does not run: claims whose commit answer it never got (see ``Store.heartbeat``)."""
+def _unknown(
+    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float
+) -> list[TaskKey]:
+    """The attempts ``worker_id`` holds, claimed before ``before``, that it does not run."""
     rows = every(
         conn,
         TaskKey,
@@ -138,14 +138,32 @@ def _hand_back_unknown(
         "AND started_at < ?",
         (worker_id, before),
     )
+    return [key for key in rows if (key.run_id, key.cmd) not in known]
+
+
+def hand_back_unknown(
+    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float, now: float
+) -> int:
+    """Hand back the attempts ``worker_id`` holds, claimed before ``before``, that it
+    does not run: claims whose commit answer it never got (see ``Store.heartbeat``).
+
+    Its own write, never a heartbeat's: it appends history, so it commits durably."""
+    rows = _unknown(conn, worker_id, known, before)
     error = ev.ErrorInfo(
         type="keepgoing.Released",
         message="the worker never heard back from the commit that claimed this attempt",
     )
     released = 0
     for key in rows:
-        if (key.run_id, key.cmd) in known or not _lock_run_or_skip(conn, key.run_id):
-            continue  # one it runs; or its run is being written: the next beat
+        if not _lock_run_or_skip(conn, key.run_id):
+            continue  # its run is being written: the next beat
+        still = conn.execute(
+            "SELECT 1 FROM tasks WHERE run_id = ? AND cmd = ? AND status = 'running' "
+            "AND lease_owner = ? AND started_at < ?",
+            (key.run_id, key.cmd, worker_id, before),
+        ).fetchone()
+        if not still:
+            continue  # ended or taken since the read above
         fail_attempt(conn, key.run_id, key.cmd, "released", error, worker_id, now)
         released += 1
     return released

@@ -226,9 +226,16 @@ class SqlStore(
     ) -> set[tuple[str, int]]:
         self._refresh_liveness()
         beat: leases.Beat = await self._write_lease(
-            lambda c: leases.heartbeat(c, worker_id, lease_ttl, now, attempts, runs, known_through),
-            lambda beat: beat.released > 0,  # handed-back attempts are due again
+            lambda c: leases.heartbeat(c, worker_id, lease_ttl, now, attempts, runs, known_through)
         )
+        if beat.unknown and attempts is not None and known_through is not None:
+            # A hand-back appends history: a write of its own, committed durably (the
+            # heartbeat's commit, lease writes only, may skip the fsync).
+            known, before = set(attempts), known_through
+            await self._write(
+                lambda c: leases.hand_back_unknown(c, worker_id, known, before, now),
+                lambda released: released > 0,  # handed-back attempts are due again
+            )
         return beat.held
 
     async def fire_due_timers(self, *, now: float, limit: int) -> int:
