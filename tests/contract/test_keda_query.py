@@ -145,3 +145,33 @@ async def test_each_revision_counts_the_work_of_its_own_runs(pg: Store) -> None:
     await schedule(pg, old, [TimerStarted(cmd=1, fire_at=now + HOUR)], now=now)
     assert run_query(pg, query(1, pinned=True)) == 0  # it waits: revision 1 holds nothing
     assert run_query(pg, query(2, pinned=False)) == 2  # the two leased activations
+
+
+async def test_a_pinned_parents_children_scale_its_own_revision(pg: Store) -> None:
+    """On Kubernetes a child of a revision-1 run is revision 1's work: the pinned
+    Deployment's ScaledObject wakes for it, the newest revision's does not."""
+    import json  # noqa: PLC0415
+
+    from keepgoing._history.events import ChildStarted, WorkflowContinuedAsNew  # noqa: PLC0415
+
+    now = time.time()
+    spec = json.dumps({"group": "wf-agent", "revision": 0})
+    kw = {"task_queue": QUEUE, "backend": "kubernetes", "parent": None, "spec": spec}
+    await pg.deploy_group(name="wf-agent", now=now, **kw)  # type: ignore[arg-type]
+    await start(pg, "old", queue=QUEUE, now=now)
+    await pg.deploy_group(name="wf-agent", now=now, **kw)  # type: ignore[arg-type]
+    settings = KubernetesSettings(store_url=pg.url)  # type: ignore[attr-defined]
+
+    def query(number: int, pinned: bool) -> str:
+        objs = render_objects(revision(revision=number), settings, pinned=pinned)
+        (scaled,) = [o for o in objs if o["kind"] == "ScaledObject"]
+        return str(scaled["spec"]["triggers"][0]["metadata"]["query"])
+
+    (old,) = await claim_runs(pg, now=now, limit=10, ttl=HOUR, queues=(QUEUE,))
+    children = [
+        ChildStarted(cmd=i, workflow_name="wf", workflow_id=f"child-{i}", input={}) for i in (1, 2)
+    ]
+    await schedule(pg, old, [*children, WorkflowContinuedAsNew(input={})], now=now)
+    # The two children and the successor are runnable, all on revision 1.
+    assert run_query(pg, query(1, pinned=True)) == 3
+    assert run_query(pg, query(2, pinned=False)) == 0

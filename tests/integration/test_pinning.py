@@ -88,7 +88,7 @@ def write_revision(sandbox: Sandbox, *, guarded: bool) -> Path:
         STEP_ONE, GUARDED if guarded else "    steps = [await prepare_order(key)]\n"
     )
     if guarded:
-        text = text.replace("from keepgoing import task,", "from keepgoing import patched, task,")
+        text = text.replace("from keepgoing import ", "from keepgoing import patched, ", 1)
     source.write_text(text + RENAMED)
     return source
 
@@ -150,6 +150,43 @@ def test_waiting_runs_finish_on_their_revision_while_new_runs_use_the_next(
     assert [e.detail for e in audit] == [{"group": GROUP, "revision": 1}]
     wait_until(lambda: revision_replicas(scaler, 1) == 0, 30, "revision 1's replicas gone")
     assert not (sandbox.root / "groups" / GROUP / "1").exists()
+
+
+CHILD_V1 = "async def shipment(key: str) -> str:  # SHIPMENT\n    return await ship(key)\n"
+CHILD_V2 = "async def shipment(order_key: str) -> str:\n    return await ship(order_key)\n"
+
+
+def test_children_and_successors_of_a_pinned_run_start_on_its_revision(
+    sandbox: Sandbox, client: keepgoing.Client, scaler: Scaler
+) -> None:
+    v1 = deploy(sandbox, client, first_revision(sandbox))
+    scaler.start()
+    old = v1.trigger("parent_order", {"key": "old"})
+    wait_until(lambda: waits_for_message(client, old.workflow_id), 60, "v1's wait")
+
+    # Revision 2 renames the child's parameter (and calls it by the new name).
+    source = sandbox.root / "versioned.py"
+    text = (sandbox.root / "versioned_v1.py").read_text()
+    assert CHILD_V1 in text
+    text = text.replace(CHILD_V1, CHILD_V2).replace('{"key": key}', '{"order_key": key}')
+    source.write_text(text)
+    v2 = deploy(sandbox, client, source)
+    assert v2.revision == 2
+    new = v2.trigger("parent_order", {"key": "new"})
+
+    client.send_workflow_message(old.workflow_id, "go", "x")
+    client.send_workflow_message(new.workflow_id, "go", "y")
+    # The old parent's children and its successor run revision 1's code, which
+    # still takes ``key``; on revision 2 they would fail with a TypeError.
+    assert client.result(old.workflow_id, timeout=90) == ["ship@1", "parent@1"]
+    assert client.result(new.workflow_id, timeout=90) == ["ship@2", "parent@2"]
+    for child in ("old-ship-0", "old-ship-1"):
+        run = client.get_run(child)
+        assert (run.status, run.group_revision) == ("completed", 1)
+    successor = client.get_run(old.workflow_id)
+    (started,) = [e for e in client.history(old.workflow_id) if isinstance(e, ev.WorkflowStarted)]
+    assert started.continued_from is not None and successor.group_revision == 1
+    assert client.get_run("new-ship-1").group_revision == 2
 
 
 def start_waiting(client: keepgoing.Client, worker: keepgoing.WorkflowWorker, n: int) -> list[str]:

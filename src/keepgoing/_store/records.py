@@ -82,6 +82,10 @@ class StartRequest:
     parent_run_id: str | None = None
     parent_cmd: int | None = None
     continued_from: str | None = None
+    #: The run whose group revision this one keeps, as that run's row says now (a
+    #: child on its parent's queue, a ``continue_as_new`` successor); None: the
+    #: revision of the group serving ``task_queue``.
+    revision_of: str | None = None
 
 
 @dataclass(frozen=True)

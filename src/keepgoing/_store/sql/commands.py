@@ -249,6 +249,7 @@ def _continue_as_new(
             parent_run_id=old.parent_run_id,
             parent_cmd=parent_cmd,
             continued_from=run_id,
+            revision_of=run_id,  # the successor finishes on the code the run had
         ),
     )
 

@@ -101,17 +101,21 @@ def start_child(
     conn: sqlite3.Connection, run: ops.RunRef, child: ev.ChildStarted, now: float
 ) -> None:
     run_id, workflow_id, queue = run.run_id, run.workflow_id, run.task_queue
+    child_queue = child.task_queue or queue
     request = rec.StartRequest(
         run_id=uuid.uuid4().hex,
         workflow_id=child.workflow_id,
         workflow_name=child.workflow_name,
         input=child.input,
-        task_queue=child.task_queue or queue,
+        task_queue=child_queue,
         code_version="",
         now=now,
         parent_workflow_id=workflow_id,
         parent_run_id=run_id,
         parent_cmd=child.cmd,
+        # On its parent's queue (its group), a child runs on its parent's revision;
+        # another group's revisions are numbered apart: there, that group's current one.
+        revision_of=run_id if child_queue == queue else None,
     )
     try:
         started = ops.start_run(conn, request)
