@@ -208,6 +208,13 @@ class WorkflowInstance:
         self._emit(make(cmd))
         return cmd
 
+    def mark(self, marker: ev.Event) -> None:
+        """Record ``marker`` (one of ``events.UNMATCHED``) with this activation's commands:
+        it takes no command number and replay never matches it."""
+        if not isinstance(marker, ev.UNMATCHED):
+            raise TypeError(f"{type(marker).__name__} is not a marker")
+        self._emit(marker)
+
     def patched(self, change_id: str) -> bool:
         """True if this run takes the new branch of ``change_id`` (see the module doc)."""
         known = self.patches.get(change_id)
@@ -272,8 +279,8 @@ class WorkflowInstance:
         finally:
             self._replaying = False
         produced, self._pending = self._pending, []
-        recorded = [c for c in recorded if not isinstance(c, ev.PatchMarked)]
-        produced = [c for c in produced if not isinstance(c, ev.PatchMarked)]
+        recorded = [c for c in recorded if not isinstance(c, ev.UNMATCHED)]
+        produced = [c for c in produced if not isinstance(c, ev.UNMATCHED)]
         want = [c.key() for c in recorded]
         got = [c.key() for c in produced]
         if want != got:

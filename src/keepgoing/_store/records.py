@@ -18,6 +18,7 @@ __all__ = [
     "EventRequest",
     "Lineage",
     "MessageRequest",
+    "ReviewRequest",
     "ActivationClaim",
     "AttemptLog",
     "ActivationCommit",
@@ -86,6 +87,23 @@ class StartRequest:
     #: child on its parent's queue, a ``continue_as_new`` successor); None: the
     #: revision of the group serving ``task_queue``.
     revision_of: str | None = None
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """A reviewer's decision on uncertain round ``cmd`` of operation ``operation_id``:
+    ``payload`` is the decision message the workflow reads (``_workflow/review.py``)."""
+
+    operation_id: str
+    workflow_id: str
+    run_id: str
+    cmd: int
+    decision: str
+    payload: dict[str, Any]
+    reason: str
+    actor_kind: str
+    actor_id: str
+    now: float
 
 
 @dataclass(frozen=True)

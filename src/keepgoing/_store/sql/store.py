@@ -26,7 +26,7 @@ from keepgoing._history.events import (
 from keepgoing._store import records as rec
 from keepgoing._store.protocol import Store
 from keepgoing._store.refused import name_refused
-from keepgoing._store.sql import commands, leases, messaging, stops, tasks
+from keepgoing._store.sql import commands, leases, messaging, reviews, stops, tasks
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql import versions as versions_sql
 from keepgoing._store.sql.auth import SqlAuthMixin
@@ -258,6 +258,10 @@ class SqlStore(
     # -- messages, events, cancellation, lineage, audit -----------------------------
     async def send_message(self, request: rec.MessageRequest) -> str:
         message_id: str = await self._write(lambda c: messaging.send_message(c, request), True)
+        return message_id
+
+    async def decide_review(self, request: rec.ReviewRequest) -> str:
+        message_id: str = await self._write(lambda c: reviews.decide_review(c, request), True)
         return message_id
 
     async def publish_event(self, request: rec.EventRequest) -> rec.EventPublished:
