@@ -40,7 +40,9 @@ def cli_env(root: Path) -> dict[str, str]:
 class Process:
     """One ``keepgoing`` subprocess; output in ``<name>.out`` / ``<name>.err``."""
 
-    def __init__(self, name: str, args: Sequence[str], root: Path) -> None:
+    def __init__(
+        self, name: str, args: Sequence[str], root: Path, *, new_session: bool = False
+    ) -> None:
         self.name = name
         self.argv = [sys.executable, "-m", "keepgoing.cli", *args]
         self.out_path = root / f"{name}.out"
@@ -48,7 +50,12 @@ class Process:
         self._out: IO[bytes] = open(self.out_path, "wb")  # noqa: SIM115
         self._err: IO[bytes] = open(self.err_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            self.argv, cwd=root, env=cli_env(root), stdout=self._out, stderr=self._err
+            self.argv,
+            cwd=root,
+            env=cli_env(root),
+            stdout=self._out,
+            stderr=self._err,
+            start_new_session=new_session,  # its own process group, for killpg
         )
 
     def alive(self) -> bool:
@@ -143,11 +150,19 @@ class Stack:
         except httpx.TransportError:
             return False
 
-    def start_worker(self, app: str = "service_app", name: str = "worker") -> Process:
+    def start_worker(
+        self,
+        app: str = "service_app",
+        name: str = "worker",
+        args: Sequence[str] = (),
+        *,
+        new_session: bool = False,
+    ) -> Process:
         source = (APPS / f"{app}.py").read_text()
         target = self.root / f"{app}.py"
         target.write_text(source)
-        worker = Process(name, ["worker", str(target), "--store", self.store_url], self.root)
+        argv = ["worker", str(target), "--store", self.store_url, *args]
+        worker = Process(name, argv, self.root, new_session=new_session)
         self.processes.append(worker)
         wait_until(lambda: self._serving(worker), 30, f"{name} to serve")
         return worker

@@ -359,6 +359,12 @@ class WorkerStop:
     actor_id: str = ""
     via: str = ""
     detail: str = ""
+    #: The attempt a stop the task caused is traced to (``stops.traced``).
+    blame_run_id: str | None = None
+    blame_cmd: int | None = None
+    #: The local process that asked for the stop, when it is not the recorder's own
+    #: (the server names the process behind a kill request); never stored.
+    origin_pid: int | None = None
 
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:

@@ -63,7 +63,7 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
         (worker_id,),
     )
     error = ev.ErrorInfo(type="keepgoing.Released", message="the worker shut down")
-    stamp = release_stamp(stops_of(conn, worker_id)) if keys else None
+    stops = stops_of(conn, worker_id) if keys else []
     released = 0
     for key in keys:
         # The run's row first, then check the attempt is still ours (a reaper
@@ -74,6 +74,7 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
             "AND lease_owner = ?",
             (key.run_id, key.cmd, worker_id),
         ).fetchone():
+            stamp = release_stamp(stops, (key.run_id, key.cmd))
             fail_attempt(conn, key.run_id, key.cmd, "released", error, worker_id, now, stamp)
             released += 1
     conn.execute(
@@ -253,7 +254,11 @@ def reap_expired_leases(
             if owner not in stops:
                 stops[owner] = stops_of(conn, owner)
             stamp = loss_stamp(
-                stops[owner], lease_expires_at=t.lease_expires_at, owner_alive=state, now=now
+                stops[owner],
+                lease_expires_at=t.lease_expires_at,
+                owner_alive=state,
+                now=now,
+                key=(t.run_id, t.cmd),
             )
             if stamp is None:
                 continue  # a stop of its worker is being signalled: the next sweep

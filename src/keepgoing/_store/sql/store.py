@@ -12,6 +12,8 @@ behind those two, how it opens and closes, how other processes are woken
 from __future__ import annotations
 
 import abc
+import os
+import socket
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +25,10 @@ from keepgoing._history.events import (
     WorkflowContinuedAsNew,
     WorkflowFailed,
 )
+from keepgoing._procinfo import in_tree
+from keepgoing._runtime.context import current_task_context
 from keepgoing._store import records as rec
+from keepgoing._store import stops as stop_rules
 from keepgoing._store.protocol import Store
 from keepgoing._store.refused import name_refused
 from keepgoing._store.sql import commands, leases, messaging, reviews, stops, tasks
@@ -303,8 +308,28 @@ class SqlStore(
         await self._write(lambda c: leases.deregister_worker(c, worker_id))
 
     async def record_worker_stop(self, stop: rec.WorkerStop, *, now: float) -> int:
+        stop = await self._traced(stop)
         stop_id: int = await self._write(lambda c: stops.record_stop(c, stop, now))
         return stop_id
+
+    async def _traced(self, stop: rec.WorkerStop) -> rec.WorkerStop:
+        """``stop`` traced to the task that asked for it, if it is the stopped worker's
+        own doing (``_store/stops.py``): from inside one of its attempts, or from its
+        process or a descendant of it on this machine."""
+        if stop.cause in stop_rules.BY_TASK:
+            return stop
+        ctx = current_task_context()
+        attempt = (ctx.worker_id, ctx.run_id, ctx.cmd) if ctx is not None else None
+        from_worker = False
+        if attempt is None or attempt[0] != stop.worker_id:
+            workers = await self.list_workers()
+            target = next((w for w in workers if w.worker_id == stop.worker_id), None)
+            if target is not None and target.host == socket.gethostname():
+                identity = target.info.get("process")
+                ticks = identity.get("start_ticks") if isinstance(identity, dict) else None
+                origin = stop.origin_pid or os.getpid()
+                from_worker = in_tree(origin, target.pid, ticks if isinstance(ticks, int) else None)
+        return stop_rules.traced(stop, attempt=attempt, from_worker=from_worker)
 
     async def settle_worker_stop(self, stop_id: int, *, signalled: bool) -> None:
         # Wakes the services: a sweep may have left the worker's attempts for this.
