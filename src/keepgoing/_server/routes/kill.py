@@ -158,8 +158,10 @@ async def kill_worker(
     registered pid once it is checked to still be that worker (permission
     `workers.kill` or `admin`). Its attempts are retried on other workers, as after
     any crash, and each such loss is recorded with cause `killed_by_request` and the
-    caller as its actor: it does not count against the task's `max_worker_losses`.
-    A worker on another host, or inside another program, is a 409
+    caller as its actor: it does not count against the task's `max_worker_losses`,
+    unless the request comes from that worker's own process or a descendant of it
+    (a task killing its own worker): then the cause is `stopped_by_task`, which
+    counts. A worker on another host, or inside another program, is a 409
     `worker_not_killable` whose `details.reason` says why."""
     ctx = context(request)
     via = body.via if body is not None else "api"
