@@ -531,7 +531,8 @@ class Worker:
                 await self._record_stop(self._stop_reason, "why this worker stops")
         elif self._attempts:
             # Stopped by its host program or a caller of request_stop(): say so first.
-            stop = WorkerStop(self.worker_id, SHUTDOWN, "worker", self.worker_id, "worker")
+            why = "stopped by the program running it"
+            stop = WorkerStop(self.worker_id, SHUTDOWN, "", "", "worker", why)
             await self._record_stop(stop, "why this worker stops")
         for key, attempt in list(self._attempts.items()):
             self._lost.add(key)
