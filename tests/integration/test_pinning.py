@@ -407,3 +407,95 @@ def test_over_http_the_refusal_carries_its_report_and_a_run_migrates(
             server.terminate(timeout=60)
         server.reap()
         print(server.report())
+
+
+TWO_SITES = """# /// script
+# dependencies = ["keepgoing"]
+# ///
+import os
+
+import kg_effects
+
+from keepgoing import patched, task, wait_for_message, workflow
+
+
+def revision() -> str:
+    return os.environ.get("KEEPGOING_GROUP_REVISION", "-")
+
+
+def _done(name: str, key: str) -> str:
+    kg_effects.record("done", name, key, kg_effects.attempt())
+    return f"{name}@{revision()}"
+
+
+@task
+def prepare(key: str) -> str:
+    return _done("prepare", key)
+
+
+@task
+def prepare_order(key: str) -> str:
+    return _done("prepare_order", key)
+
+
+@task
+def finish(key: str) -> str:
+    return _done("finish", key)
+
+
+@task
+def finish_order(key: str) -> str:
+    return _done("finish_order", key)
+
+
+@workflow
+async def order(key: str) -> list[str]:
+    # FIRST-SITE
+    if patched("two-sites"):
+        steps = [await prepare_order(key)]
+    else:
+        steps = [await prepare(key)]
+    await wait_for_message("go")
+    if patched("two-sites"):
+        steps.append(await finish_order(key))
+    else:
+        steps.append(await finish(key))
+    await wait_for_message("done")
+    return steps
+"""
+FIRST_SITE = """    # FIRST-SITE
+    if patched("two-sites"):
+        steps = [await prepare_order(key)]
+    else:
+        steps = [await prepare(key)]
+"""
+
+
+def test_removing_the_first_of_two_patched_sites_keeps_runs_that_passed_both(
+    sandbox: Sandbox, client: keepgoing.Client, scaler: Scaler
+) -> None:
+    sandbox.app("versioned")  # the effects helper beside it
+    source = sandbox.root / "two_sites.py"
+    source.write_text(TWO_SITES)
+    v1 = deploy(sandbox, client, source)
+    scaler.start()
+    run = v1.trigger("order", {"key": "k"}).workflow_id
+    wait_until(lambda: waits_for_message(client, run), 60, "the first wait")
+    client.send_workflow_message(run, "go")
+    wait_until(lambda: sandbox.effects("done", "finish_order", "k"), 60, "the second site")
+    wait_until(
+        lambda: sum(isinstance(e, ev.MessageWaitStarted) for e in client.history(run)) == 2,
+        60,
+        "the second wait",
+    )
+
+    # The first site's old branch is retired: its guard goes, the second site stays.
+    source.write_text(TWO_SITES.replace(FIRST_SITE, "    steps = [await prepare_order(key)]\n"))
+    v2 = deploy(sandbox, client, source, upgrade="auto")
+    # The replay check replays the run past the second site: still the new branch there.
+    assert v2.replay is not None and v2.replay.failures == ()
+    assert list(v2.moved) == [client.get_run(run).run_id]
+    client.send_workflow_message(run, "done")
+    assert client.result(run, timeout=60) == ["prepare_order@1", "finish_order@1"]
+    assert not [e for e in client.history(run) if isinstance(e, ev.WorkflowBlocked)]
+    assert client.get_run(run).group_revision == 2
