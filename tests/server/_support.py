@@ -185,3 +185,21 @@ class Stack:
             process.reap()
         for process in self.processes:
             print(process.report())
+
+
+def stack_on(backend: str, request: Any, root: Path, admin: str = "alice") -> Stack:
+    """A stack with a server (no worker) on ``backend``: ``"sqlite"``, or ``"postgresql"``
+    (the session's database, emptied); its admin token is ``admin``'s."""
+    s = Stack(root)
+    try:
+        if backend == "postgresql":
+            from postgres_support import migrated, reset  # noqa: PLC0415
+
+            s.store_url = migrated(request.getfixturevalue("postgres_url"))
+            reset(s.store_url)
+        s.admin = s.token(admin, "admin")
+        s.start_server()
+    except BaseException:
+        s.cleanup()
+        raise
+    return s

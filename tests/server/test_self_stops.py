@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ._support import Process, Stack, wait_until
+from ._support import Process, Stack, stack_on, wait_until
 from .test_api import _id, result, start
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -29,15 +29,9 @@ GRACE = ("--shutdown-grace", "0.5")
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    s = Stack(tmp_path_factory.mktemp(f"self-stops-{request.param}"))
-    if request.param == "postgresql":
-        from postgres_support import migrated, reset  # noqa: PLC0415
-
-        s.store_url = migrated(request.getfixturevalue("postgres_url"))
-        reset(s.store_url)
+    root = tmp_path_factory.mktemp(f"self-stops-{request.param}")
+    s = stack_on(request.param, request, root)
     try:
-        s.admin = s.token("alice", "admin")
-        s.start_server()
         yield s
     finally:
         s.cleanup()
