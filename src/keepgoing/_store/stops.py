@@ -49,11 +49,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from keepgoing._store.records import WorkerStop
+from dataclasses import dataclass
 
 __all__ = [
     "BLAMES_TASK",
@@ -73,6 +69,7 @@ __all__ = [
     "UNEXPLAINED",
     "Stamp",
     "StopRow",
+    "Traced",
     "blames_task",
     "counts_as_loss",
     "describe",
@@ -227,33 +224,44 @@ def engine_stop() -> Iterator[None]:
         _engine.reset(token)
 
 
+@dataclass(frozen=True)
+class Traced:
+    """What a stop the stopped worker's own code asked for is recorded as."""
+
+    cause: str
+    detail: str
+    blame_run_id: str | None
+    blame_cmd: int | None
+
+
 def traced(
-    stop: WorkerStop, *, attempt: tuple[str, str, int] | None, from_worker: bool
-) -> WorkerStop:
-    """``stop`` as it is recorded: ``stopped_by_task`` when the stopped worker's own
-    code asked for it, traced to the attempt that did when that is known.
+    worker_id: str,
+    cause: str,
+    detail: str,
+    *,
+    attempt: tuple[str, str, int] | None,
+    from_worker: bool,
+) -> Traced | None:
+    """How a stop of ``worker_id`` for ``cause`` is recorded when the stopped worker's
+    own code asked for it (``stopped_by_task``, traced to the attempt that did when
+    that is known), or None: record it as it is.
 
     ``attempt`` is the ``(worker id, run id, step)`` of the attempt whose code makes
     this call, if any; ``from_worker`` whether the process that asked for the stop is
     the stopped worker's or one of its descendants.
     """
-    if stop.cause in BY_TASK or _engine.get():
-        return stop
-    mine = attempt is not None and attempt[0] == stop.worker_id
+    if cause in BY_TASK or _engine.get():
+        return None
+    mine = attempt is not None and attempt[0] == worker_id
     if not mine and not from_worker:
-        return stop
-    detail = f"asked for as {stop.cause} from the worker's own process"
-    blame_run, blame_cmd = stop.blame_run_id, stop.blame_cmd
+        return None
+    why = f"asked for as {cause} from the worker's own process"
+    blame_run: str | None = None
+    blame_cmd: int | None = None
     if mine and attempt is not None:
         blame_run, blame_cmd = attempt[1], attempt[2]
-        detail = f"asked for as {stop.cause} by run {blame_run} step {blame_cmd}"
-    return replace(
-        stop,
-        cause=STOPPED_BY_TASK,
-        detail=f"{detail}; {stop.detail}" if stop.detail else detail,
-        blame_run_id=blame_run,
-        blame_cmd=blame_cmd,
-    )
+        why = f"asked for as {cause} by run {blame_run} step {blame_cmd}"
+    return Traced(STOPPED_BY_TASK, f"{why}; {detail}" if detail else why, blame_run, blame_cmd)
 
 
 _TEXT = {

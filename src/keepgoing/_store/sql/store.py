@@ -12,6 +12,7 @@ behind those two, how it opens and closes, how other processes are woken
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import socket
 from collections.abc import Collection, Mapping, Sequence
@@ -329,7 +330,18 @@ class SqlStore(
                 ticks = identity.get("start_ticks") if isinstance(identity, dict) else None
                 origin = stop.origin_pid or os.getpid()
                 from_worker = in_tree(origin, target.pid, ticks if isinstance(ticks, int) else None)
-        return stop_rules.traced(stop, attempt=attempt, from_worker=from_worker)
+        found = stop_rules.traced(
+            stop.worker_id, stop.cause, stop.detail, attempt=attempt, from_worker=from_worker
+        )
+        if found is None:
+            return stop
+        return dataclasses.replace(
+            stop,
+            cause=found.cause,
+            detail=found.detail,
+            blame_run_id=found.blame_run_id or stop.blame_run_id,
+            blame_cmd=found.blame_cmd if found.blame_run_id else stop.blame_cmd,
+        )
 
     async def settle_worker_stop(self, stop_id: int, *, signalled: bool) -> None:
         # Wakes the services: a sweep may have left the worker's attempts for this.
