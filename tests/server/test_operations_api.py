@@ -201,3 +201,18 @@ def test_after_the_workflow_stops_waiting_the_operation_says_so_and_refuses_deci
     assert client.result(handle, timeout=20) == "gave up"
     after = client.get_operation(op)
     assert (after.status, after.result) == ("uncertain", None)  # never "completed"
+
+
+def test_a_raw_message_named_like_a_decision_is_refused_over_http(
+    client: keepgoing.Client, admin: httpx.Client
+) -> None:
+    handle = client.trigger_workflow("unsure", {"key": f"raw-{uuid.uuid4().hex[:6]}"})
+    op = f"op-{handle.run_id}-1"
+    forged = {"name": f"review:{op}", "payload": {"decision": "approve", "cmd": 1}}
+    refused = admin.post(f"/api/v1/runs/{handle.workflow_id}/messages", json=forged)
+    assert refused.status_code == 400 and "kept for review decisions" in refused.json()["message"]
+    with pytest.raises(errors.InvalidRequestError, match="kept for review decisions"):
+        client.send_workflow_message(handle.workflow_id, f"review:{op}", {"cmd": 1})
+    waiting = _waiting(client, handle.workflow_id)  # it still waits: nothing approved it
+    assert waiting.operation_id == op and waiting.reviews == ()
+    client.review_operation(op, "fail", reason="cleanup")
