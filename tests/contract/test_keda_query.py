@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from types import MappingProxyType
@@ -10,7 +11,12 @@ import pytest
 
 from keepgoing._groups.kubernetes import KubernetesSettings, render_objects
 from keepgoing._groups.spec import GroupRevision
-from keepgoing._history.events import TimerStarted, WorkflowCompleted
+from keepgoing._history.events import (
+    ChildStarted,
+    TimerStarted,
+    WorkflowCompleted,
+    WorkflowContinuedAsNew,
+)
 from keepgoing._store.protocol import Store
 
 from ._builders import claim_runs, claim_tasks, schedule, start, task
@@ -116,32 +122,51 @@ async def test_ended_runs_release_the_group(pg: Store) -> None:
     assert run_query(pg, keda_query(pg, revision(keep_warm_while_open=True))) == 0
 
 
-async def test_each_revision_counts_the_work_of_its_own_runs(pg: Store) -> None:
-    """A pinned revision's ScaledObject sees only its runs: it scales to zero while
-    they wait, and back up when one is runnable again."""
-    import json  # noqa: PLC0415
-
-    from keepgoing._groups.kubernetes import KubernetesSettings, render_objects  # noqa: PLC0415
-
-    now = time.time()
+async def _two_revisions(pg: Store, now: float, *, old: int, new: int) -> None:
+    """Deploy revision 1 with ``old`` runs started on it, then revision 2 with ``new``."""
     spec = json.dumps({"group": "wf-agent", "revision": 0})
     kw = {"task_queue": QUEUE, "backend": "kubernetes", "parent": None, "spec": spec}
     await pg.deploy_group(name="wf-agent", now=now, **kw)  # type: ignore[arg-type]
-    await start(pg, "old", queue=QUEUE, now=now)
+    for i in range(old):
+        await start(pg, "old" if old == 1 else f"old-{i + 1}", queue=QUEUE, now=now)
     await pg.deploy_group(name="wf-agent", now=now, **kw)  # type: ignore[arg-type]
-    await start(pg, "new-1", queue=QUEUE, now=now)
-    await start(pg, "new-2", queue=QUEUE, now=now)
+    for i in range(new):
+        await start(pg, f"new-{i + 1}", queue=QUEUE, now=now)
+
+
+def revision_query(pg: Store, number: int, *, pinned: bool) -> str:
+    """The KEDA query of revision ``number``'s ScaledObject (``pinned``: an older one)."""
     settings = KubernetesSettings(store_url=pg.url)  # type: ignore[attr-defined]
+    objs = render_objects(revision(revision=number), settings, pinned=pinned)
+    (scaled,) = [o for o in objs if o["kind"] == "ScaledObject"]
+    return str(scaled["spec"]["triggers"][0]["metadata"]["query"])
 
-    def query(number: int, pinned: bool) -> str:
-        objs = render_objects(revision(revision=number), settings, pinned=pinned)
-        (scaled,) = [o for o in objs if o["kind"] == "ScaledObject"]
-        return str(scaled["spec"]["triggers"][0]["metadata"]["query"])
 
-    assert run_query(pg, query(2, pinned=False)) == 2
-    assert run_query(pg, query(1, pinned=True)) == 1
+async def test_each_revision_counts_the_work_of_its_own_runs(pg: Store) -> None:
+    """A pinned revision's ScaledObject sees only its runs: it scales to zero while
+    they wait, and back up when one is runnable again."""
+    now = time.time()
+    await _two_revisions(pg, now, old=1, new=2)
+    assert run_query(pg, revision_query(pg, 2, pinned=False)) == 2
+    assert run_query(pg, revision_query(pg, 1, pinned=True)) == 1
     claims = await claim_runs(pg, now=now, limit=10, ttl=HOUR, queues=(QUEUE,))
     (old,) = [c for c in claims if c.run.workflow_id == "old"]
     await schedule(pg, old, [TimerStarted(cmd=1, fire_at=now + HOUR)], now=now)
-    assert run_query(pg, query(1, pinned=True)) == 0  # it waits: revision 1 holds nothing
-    assert run_query(pg, query(2, pinned=False)) == 2  # the two leased activations
+    # It waits: revision 1 holds nothing; revision 2 has the two leased activations.
+    assert run_query(pg, revision_query(pg, 1, pinned=True)) == 0
+    assert run_query(pg, revision_query(pg, 2, pinned=False)) == 2
+
+
+async def test_a_pinned_parents_children_scale_its_own_revision(pg: Store) -> None:
+    """On Kubernetes a child of a revision-1 run is revision 1's work: the pinned
+    Deployment's ScaledObject wakes for it, the newest revision's does not."""
+    now = time.time()
+    await _two_revisions(pg, now, old=1, new=0)
+    (old,) = await claim_runs(pg, now=now, limit=10, ttl=HOUR, queues=(QUEUE,))
+    children = [
+        ChildStarted(cmd=i, workflow_name="wf", workflow_id=f"child-{i}", input={}) for i in (1, 2)
+    ]
+    await schedule(pg, old, [*children, WorkflowContinuedAsNew(input={})], now=now)
+    # The two children and the successor are runnable, all on revision 1.
+    assert run_query(pg, revision_query(pg, 1, pinned=True)) == 3
+    assert run_query(pg, revision_query(pg, 2, pinned=False)) == 0

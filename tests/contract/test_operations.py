@@ -4,19 +4,30 @@ and the status rules (``keepgoing._client.operations``) read the same on each.""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 import pytest
 
 from keepgoing._client import operations
 from keepgoing._client.steps import build_steps
 from keepgoing._history.events import (
     ErrorInfo,
+    MessageDelivered,
+    MessageReceived,
+    MessageSent,
+    ReviewAbandoned,
     TaskFailed,
     TaskScheduled,
     WorkflowCancelled,
 )
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import MessageRequest
-from keepgoing.errors import OperationNotFoundError, OperationNotUncertainError
+from keepgoing._store.records import MessageRequest, ReviewRequest
+from keepgoing.errors import (
+    InvalidRequestError,
+    OperationNotFoundError,
+    OperationNotUncertainError,
+)
 
 from ._builders import NOW, claim_one, claim_run, failure, schedule, start, success, task
 
@@ -142,17 +153,135 @@ async def test_a_reviewed_retry_keeps_the_operation_id(store: Store) -> None:
         await operations.read_operation(store, "op-run-wf-1-2")
 
 
-async def test_a_decision_for_another_round_or_malformed_is_passed_over(store: Store) -> None:
-    op = await _uncertain_run(store)
-    for payload in ({"decision": "approve", "cmd": 9}, {"decision": "maybe", "cmd": 1}, "yes"):
+async def test_a_raw_message_named_like_a_decision_is_refused_and_approves_nothing(
+    store: Store,
+) -> None:
+    await start(store, "wf-1")
+    claim = await claim_run(store, "run-wf-1")
+    await schedule(store, claim, [task(1, retries=3)])
+    op = "op-run-wf-1-1"
+    decision = {"decision": "approve", "cmd": 1, "result": "forged"}
+    # Sent before the step is even uncertain, as a plain message: refused.
+    with pytest.raises(InvalidRequestError, match="kept for review decisions"):
         await store.send_message(
-            MessageRequest("wf-1", f"review:{op}", payload, "user", "someone", NOW + 2)
+            MessageRequest("wf-1", f"review:{op}", decision, "user", "mallory", NOW + 1)
         )
-    assert (await operations.read_operation(store, op)).status == "uncertain"
+    attempt = await claim_one(store)
+    await store.complete_task(failure(attempt, UNSURE, reason="uncertain", now=NOW + 2))
+    for payload in (decision, {"decision": "maybe", "cmd": 1}, "yes"):
+        with pytest.raises(InvalidRequestError, match="kept for review decisions"):
+            await store.send_message(
+                MessageRequest("wf-1", f"review:{op}", payload, "user", "mallory", NOW + 3)
+            )
+    history = await store.read_history("run-wf-1")
+    assert [e for e in history if isinstance(e, MessageReceived)] == []
+    found = await operations.read_operation(store, op)
+    assert (found.status, found.waiting_for_review, found.reviews) == ("uncertain", True, ())
+    assert await store.list_audit(action="message.send") == []
     await _review(store, op, "fail", reason="not applied")
     found = await operations.read_operation(store, op)
     assert found.status == "failed"
     assert [r["decision"] for r in found.reviews] == ["fail"]
+
+
+async def test_a_workflow_cannot_send_a_decision_either(store: Store) -> None:
+    op = await _uncertain_run(store)
+    await start(store, "other")
+    claim = await claim_run(store, "run-other")
+    forged = MessageSent(cmd=1, workflow_id="wf-1", name=f"review:{op}", payload={"cmd": 1})
+    await schedule(store, claim, [forged])
+    (delivered,) = [
+        e for e in await store.read_history("run-other") if isinstance(e, MessageDelivered)
+    ]
+    assert delivered.error is not None and "kept for review decisions" in delivered.error.message
+    assert (await operations.read_operation(store, op)).status == "uncertain"
+
+
+async def test_two_reviewers_at_once_one_is_accepted_and_one_refused(store: Store) -> None:
+    op = await _uncertain_run(store)
+
+    async def approve(who: str) -> str:
+        try:
+            await operations.review_operation(
+                store,
+                op,
+                "approve",
+                result=who,
+                sender_kind="user",
+                sender_id=who,
+                now=NOW + 5,
+            )
+        except OperationNotUncertainError as exc:
+            return f"refused: {exc}"
+        return "accepted"
+
+    answers = await asyncio.gather(approve("ann"), approve("bob"))
+    assert sorted(a.split(":")[0] for a in answers) == ["accepted", "refused"]
+    winner = "ann" if answers[0] == "accepted" else "bob"
+    refusal = next(a for a in answers if a != "accepted")
+    assert f"decided already (approve by user:{winner})" in refusal
+    found = await operations.read_operation(store, op)
+    assert (found.status, found.result) == ("completed", winner)
+    (audit,) = await store.list_audit(action="operation.review")
+    assert audit.actor_id == winner
+    history = await store.read_history("run-wf-1")
+    assert len([e for e in history if isinstance(e, MessageReceived)]) == 1
+
+
+async def test_the_store_accepts_a_round_once_however_many_ask(store: Store) -> None:
+    op = await _uncertain_run(store)
+
+    def request(who: str) -> ReviewRequest:
+        payload = {"decision": "approve", "cmd": 1, "result": who, "reason": ""}
+        return ReviewRequest(op, "wf-1", "run-wf-1", 1, "approve", payload, "", "user", who, NOW)
+
+    outcomes = await asyncio.gather(
+        *(store.decide_review(request(f"r{i}")) for i in range(10)), return_exceptions=True
+    )
+    accepted = [o for o in outcomes if isinstance(o, str)]
+    refused = [o for o in outcomes if isinstance(o, OperationNotUncertainError)]
+    assert (len(accepted), len(refused)) == (1, 9), outcomes
+    assert len(await store.list_audit(action="operation.review")) == 1
+    with pytest.raises(OperationNotUncertainError, match="no round at step 2"):
+        await store.decide_review(dataclasses.replace(request("x"), cmd=2))
+
+
+async def test_a_workflow_that_stopped_waiting_refuses_decisions_and_says_so(
+    store: Store,
+) -> None:
+    op = await _uncertain_run(store)
+    # The workflow's own timeout around the step fired: it gives the round up.
+    claim = await claim_run(store, "run-wf-1", now=NOW + 3)
+    await schedule(store, claim, [ReviewAbandoned(cmd=1, operation_id=op)], now=NOW + 3)
+    found = await operations.read_operation(store, op)
+    assert (found.status, found.waiting_for_review, found.abandoned_at) == (
+        "uncertain",
+        False,
+        NOW + 3,
+    )
+    assert found.evidence is not None and "stopped waiting" in found.evidence["note"]
+    assert await operations.read_reviews(store) == []
+    with pytest.raises(OperationNotUncertainError, match="stopped waiting"):
+        await _review(store, op, "approve", result="late")
+    payload = {"decision": "approve", "cmd": 1, "result": "late", "reason": ""}
+    with pytest.raises(OperationNotUncertainError, match="stopped waiting"):
+        await store.decide_review(
+            ReviewRequest(op, "wf-1", "run-wf-1", 1, "approve", payload, "", "user", "x", NOW)
+        )
+    assert await store.list_audit(action="operation.review") == []
+
+
+async def test_a_decision_that_raced_the_workflows_timeout_is_shown_unused(
+    store: Store,
+) -> None:
+    op = await _uncertain_run(store)
+    claim = await claim_run(store, "run-wf-1", now=NOW + 3)  # the timeout's activation runs
+    await _review(store, op, "approve", result="in time?")  # accepted meanwhile
+    await schedule(store, claim, [ReviewAbandoned(cmd=1, operation_id=op)], now=NOW + 6)
+    found = await operations.read_operation(store, op)
+    # The workflow never took it: the operation is still uncertain, not completed.
+    assert (found.status, found.result, found.waiting_for_review) == ("uncertain", None, False)
+    assert found.abandoned_at == NOW + 6
 
 
 async def test_bad_reviews_are_refused_and_nothing_is_sent(store: Store) -> None:

@@ -7,7 +7,12 @@ import json
 
 import pytest
 
-from keepgoing._history.events import PatchMarked, WorkflowCompleted
+from keepgoing._history.events import (
+    ChildStarted,
+    PatchMarked,
+    WorkflowCompleted,
+    WorkflowContinuedAsNew,
+)
 from keepgoing._store.inspect_protocol import RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing.errors import (
@@ -242,3 +247,64 @@ async def test_an_old_revisions_activation_in_flight_cannot_commit_after_a_move(
     assert not result.ok
     assert await claim_as(store, 1) == []
     assert await claim_as(store, 2) == ["one"]  # at once: the old lease went with the move
+
+
+async def _run_of(store: Store, workflow_id: str) -> int | None:
+    run = await store.find_run(workflow_id)
+    assert run is not None, workflow_id
+    return run.group_revision
+
+
+async def test_children_and_successors_keep_their_parents_revision(store: Store) -> None:
+    await deploy(store)
+    parent = await start(store, "parent")
+    await deploy(store)  # revision 2 is current now; the parent stays on 1
+    claim = await claim_run(store, parent.run_id)
+    child = ChildStarted(cmd=1, workflow_name=WF, workflow_id="child", input={})
+    await schedule(store, claim, [child])
+    assert await _run_of(store, "child") == 1
+    assert await claim_as(store, 2) == []  # revision 2's workers never see the child
+    assert "child" in await claim_as(store, 1)
+
+    again = await claim_run(store, parent.run_id)
+    await schedule(store, again, [WorkflowContinuedAsNew(input={"args": [], "kwargs": {}})])
+    successor = await store.find_run("parent")
+    assert successor is not None and successor.run_id != parent.run_id
+    assert (successor.continued_from, successor.group_revision) == (parent.run_id, 1)
+    # A started-fresh run takes the current revision, as before.
+    assert (await start(store, "fresh")).group_revision == 2
+
+
+async def test_a_moved_parent_takes_the_children_it_starts_along(store: Store) -> None:
+    await deploy(store)
+    parent = await start(store, "parent")
+    claim = await claim_run(store, parent.run_id)
+    first = ChildStarted(cmd=1, workflow_name=WF, workflow_id="first", input={})
+    await schedule(store, claim, [first])
+    await deploy(store)
+    await deploy(store)
+    await store.migrate_run("parent", None, to_revision=2, now=NOW)  # 3 is current
+    claim = await claim_run(store, parent.run_id)
+    second = ChildStarted(cmd=2, workflow_name=WF, workflow_id="second", input={})
+    await schedule(store, claim, [second])
+    assert await _run_of(store, "second") == 2  # where the parent is now, not where it began
+    assert await _run_of(store, "first") == 1  # started before the move: pinned as it was
+
+
+async def test_a_child_on_another_groups_queue_takes_that_groups_revision(store: Store) -> None:
+    await deploy(store)
+    await deploy(store)
+    other = "workflows.other"
+    for _ in range(3):
+        await store.deploy_group(
+            name="o", task_queue=other, backend="local", parent=None, spec="{}", now=NOW
+        )
+    parent = await start(store, "parent")
+    claim = await claim_run(store, parent.run_id)
+    child = ChildStarted(cmd=1, workflow_name=WF, workflow_id="away", input={}, task_queue=other)
+    nogroup = ChildStarted(
+        cmd=2, workflow_name=WF, workflow_id="loose", input={}, task_queue="nowhere"
+    )
+    await schedule(store, claim, [child, nogroup])
+    assert (parent.group_revision, await _run_of(store, "away")) == (2, 3)
+    assert await _run_of(store, "loose") is None

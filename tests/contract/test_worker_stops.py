@@ -3,13 +3,17 @@ losses that blame the task count against ``max_worker_losses`` (``_store/stops.p
 
 from __future__ import annotations
 
+import os
+import socket
+
 import pytest
 
 from keepgoing._groups.stops import Termination, record_terminations
 from keepgoing._history.events import TaskAttemptFailed, TaskFailed
+from keepgoing._runtime.context import TaskContext, task_context
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import WorkerStop
-from keepgoing._store.stops import PENDING_GRACE
+from keepgoing._store.stops import PENDING_GRACE, engine_stop
 
 from ._builders import NOW, TTL, claim_one, claim_tasks, of_type, start_with, task, worker
 
@@ -209,3 +213,103 @@ async def test_a_container_the_cluster_reports_oom_killed_explains_its_workers_l
     }
     # Every one of them counts (max_worker_losses=0): out of memory points at the task.
     assert len(of_type(await store.read_history(run.run_id), TaskFailed)) == 3
+
+
+async def test_a_stop_recorded_from_inside_an_attempt_of_its_worker_is_the_tasks(
+    store: Store,
+) -> None:
+    run, _ = await start_with(store, [task(1, max_worker_losses=0), task(2, max_worker_losses=0)])
+    mine = await claim_one(store, worker="w1", now=NOW, ttl=TTL)
+    other = await claim_one(store, worker="w1", now=NOW, ttl=TTL)
+    ctx = TaskContext(run.run_id, run.workflow_id, mine.cmd, "t", 1, "w1")
+    token = task_context.set(ctx)
+    try:  # it claims the autoscaler scaled its worker down
+        await _stopped(store, WorkerStop("w1", "scaled_down", "user", "ops", "autoscaler"), NOW)
+    finally:
+        task_context.reset(token)
+    assert await store.release_tasks("w1", NOW + 1) == 2
+
+    lost = {e.cmd: e for e in await _lost(store, run.run_id)}
+    assert (lost[mine.cmd].cause, lost[mine.cmd].reason) == ("stopped_by_task", "released")
+    # The step that asked counts it (max_worker_losses=0: it fails); the other does not.
+    assert (lost[other.cmd].cause, lost[other.cmd].actor) == (
+        "stopped_by_other_step",
+        f"run {run.run_id} step {mine.cmd}",
+    )
+    failed = of_type(await store.read_history(run.run_id), TaskFailed)
+    assert [f.cmd for f in failed] == [mine.cmd]
+
+
+async def test_a_stop_recorded_from_the_workers_own_process_is_the_tasks(store: Store) -> None:
+    # A registered worker that is this very process (as a task's own code would be).
+    here = worker("w1", host=socket.gethostname(), pid=os.getpid())
+    await store.register_worker(here)
+    run, _ = await start_with(store, [task(1, max_worker_losses=0)])
+    await claim_one(store, worker="w1", now=NOW, ttl=TTL)
+    await _stopped(store, _kill("w1"), NOW + 1)  # a kill, asked for from inside w1
+    assert await store.reap_expired_leases(now=NOW + TTL + 2, limit=10) == 1
+
+    (lost,) = await _lost(store, run.run_id)
+    assert lost.cause == "stopped_by_task"
+    assert len(of_type(await store.read_history(run.run_id), TaskFailed)) == 1
+
+
+async def test_a_stop_the_worker_engine_records_for_itself_is_not_traced(store: Store) -> None:
+    here = worker("w1", host=socket.gethostname(), pid=os.getpid())
+    await store.register_worker(here)
+    run, _ = await start_with(store, [task(1, max_worker_losses=0)])
+    await claim_one(store, worker="w1", now=NOW, ttl=TTL)
+    with engine_stop():
+        await _stopped(store, WorkerStop("w1", "hung_restart", via="worker"), NOW)
+    # Another process asking (origin_pid: a process outside w1's tree) is not traced.
+    outside = WorkerStop("w2", "killed_by_request", "user", "bob", "ui", origin_pid=1)
+    await store.register_worker(worker("w2", host=socket.gethostname(), pid=os.getpid()))
+    await _stopped(store, outside, NOW)
+    assert await store.release_tasks("w1", NOW + 1) == 1
+    (released,) = await _lost(store, run.run_id)
+    assert released.cause == "hung_restart"
+    assert of_type(await store.read_history(run.run_id), TaskFailed) == []
+    rows = await store._read(lambda c: c.execute("SELECT cause FROM worker_stops").fetchall())  # type: ignore[attr-defined]
+    assert sorted(r[0] for r in rows) == ["hung_restart", "killed_by_request"]
+
+
+async def test_a_hand_back_after_a_signal_the_task_sent_counts(store: Store) -> None:
+    run, _ = await start_with(store, [task(1, max_worker_losses=1, retry_delay=1.0)])
+    now = NOW
+    for n in range(2):
+        claim = await claim_one(store, worker=f"w{n}", now=now, ttl=TTL)
+        stop = WorkerStop(
+            f"w{n}",
+            "signalled_by_task",
+            "task",
+            f"run {run.run_id} step 1",
+            "signal",
+            blame_run_id=run.run_id,
+            blame_cmd=claim.cmd,
+        )
+        with engine_stop():
+            await _stopped(store, stop, now)
+        assert await store.release_tasks(f"w{n}", now + 1) == 1
+        now += 10
+    lost = await _lost(store, run.run_id)
+    assert [(e.reason, e.cause) for e in lost] == [("released", "signalled_by_task")] * 2
+    assert lost[0].retry_at is not None and lost[0].retry_at > lost[0].at  # after retry_delay
+    failed = of_type(await store.read_history(run.run_id), TaskFailed)
+    assert len(failed) == 1 and "max_worker_losses=1" in failed[0].error.message
+
+
+async def test_a_worker_that_shut_down_hands_back_free_and_a_later_death_is_unexplained(
+    store: Store,
+) -> None:
+    run, _ = await start_with(store, [task(1, max_worker_losses=0), task(2, max_worker_losses=1)])
+    await claim_one(store, worker="w1", now=NOW, ttl=TTL)
+    await claim_one(store, worker="w2", now=NOW, ttl=TTL)
+    with engine_stop():
+        await _stopped(store, WorkerStop("w1", "shutdown", via="signal"), NOW)
+        await _stopped(store, WorkerStop("w2", "shutdown", via="signal"), NOW)
+    assert await store.release_tasks("w1", NOW + 1) == 1  # handed back: free
+    # w2 died while shutting down, before it handed anything back: nobody said why.
+    assert await store.reap_expired_leases(now=NOW + TTL + 2, limit=10) == 1
+    lost = {e.cmd: (e.reason, e.cause) for e in await _lost(store, run.run_id)}
+    assert lost == {1: ("released", "shutdown"), 2: ("worker_lost", "unexplained")}
+    assert of_type(await store.read_history(run.run_id), TaskFailed) == []

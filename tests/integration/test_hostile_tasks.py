@@ -184,3 +184,66 @@ def test_a_restart_for_hung_threads_hands_back_healthy_attempts_counted_against_
     handed = of_type(client.history(bystander.workflow_id), ev.TaskAttemptFailed)
     assert [(f.reason, f.cause, f.via) for f in handed] == [("released", "hung_restart", "worker")]
     assert {e.pid for e in kg.effects("start", "waits", "w")} == {worker.pid}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("task", "error_type", "placeholder"),
+    [
+        ("unprintable", "hostile._Unprintable", "<str() of the hostile._Unprintable failed"),
+        ("not_text", "hostile._NotText", "<str() of the hostile._NotText failed: TypeError>"),
+        (
+            "exits_when_printed",
+            "hostile._ExitsWhenPrinted",
+            "<str() of the hostile._ExitsWhenPrinted failed: SystemExit>",
+        ),
+    ],
+)
+def test_an_exception_that_cannot_be_described_fails_its_attempt_once(
+    kg: Sandbox,
+    workers: Workers,
+    client: keepgoing.Client,
+    task: str,
+    error_type: str,
+    placeholder: str,
+) -> None:
+    worker = workers.start(kg.app("hostile"))
+    handle = client.trigger_workflow("run_one", {"task": task, "key": "k"})
+
+    with pytest.raises(keepgoing.WorkflowFailedError):
+        client.result(handle, timeout=30)
+
+    history = client.history(handle.workflow_id)
+    (failed,) = of_type(history, ev.TaskAttemptFailed)  # retries=0: one attempt, no hand-back
+    assert (failed.reason, failed.error.type) == ("error", error_type)
+    assert failed.error.message.startswith(placeholder)
+    assert failed.error.traceback and f"in {task}" in failed.error.traceback
+    (gave_up,) = of_type(history, ev.TaskFailed)
+    assert (gave_up.attempts, gave_up.reason) == (1, "error")
+    assert len(kg.effects("start", task)) == 1
+    assert worker.alive()
+
+
+@pytest.mark.timeout(60)
+def test_uncertain_outcome_inside_a_task_group_is_uncertain_and_never_retried(
+    kg: Sandbox, workers: Workers, client: keepgoing.Client
+) -> None:
+    workers.start(kg.app("hostile"))
+    handle = client.trigger_workflow("run_one", {"task": "uncertain_in_group", "key": "g"})
+    op = f"op-{handle.run_id}-1"
+
+    def uncertain() -> keepgoing.Operation | None:
+        try:
+            found = client.get_operation(op)
+        except keepgoing.OperationNotFoundError:  # not scheduled yet
+            return None
+        return found if found.status == "uncertain" else None
+
+    found = wait_until(uncertain, 30, "the step to wait for review")
+    assert found.waiting_for_review and found.attempts == 1
+    history = client.history(handle.workflow_id)
+    (failed,) = of_type(history, ev.TaskAttemptFailed)
+    assert failed.reason == "uncertain" and "ExceptionGroup" in failed.error.type
+    assert len(kg.effects("start", "uncertain_in_group")) == 1  # retries=3, and yet once
+    client.review_operation(op, "approve", result="applied")
+    assert client.result(handle, timeout=30) == "applied"

@@ -88,7 +88,7 @@ def write_revision(sandbox: Sandbox, *, guarded: bool) -> Path:
         STEP_ONE, GUARDED if guarded else "    steps = [await prepare_order(key)]\n"
     )
     if guarded:
-        text = text.replace("from keepgoing import task,", "from keepgoing import patched, task,")
+        text = text.replace("from keepgoing import ", "from keepgoing import patched, ", 1)
     source.write_text(text + RENAMED)
     return source
 
@@ -152,6 +152,43 @@ def test_waiting_runs_finish_on_their_revision_while_new_runs_use_the_next(
     assert [e.detail for e in audit] == [{"group": GROUP, "revision": 1}]
     wait_until(lambda: revision_replicas(scaler, 1) == 0, 30, "revision 1's replicas gone")
     assert not (sandbox.root / "groups" / GROUP / "1").exists()
+
+
+CHILD_V1 = "async def shipment(key: str) -> str:  # SHIPMENT\n    return await ship(key)\n"
+CHILD_V2 = "async def shipment(order_key: str) -> str:\n    return await ship(order_key)\n"
+
+
+def test_children_and_successors_of_a_pinned_run_start_on_its_revision(
+    sandbox: Sandbox, client: keepgoing.Client, scaler: Scaler
+) -> None:
+    v1 = deploy(sandbox, client, first_revision(sandbox))
+    scaler.start()
+    old = v1.trigger("parent_order", {"key": "old"})
+    wait_until(lambda: waits_for_message(client, old.workflow_id), 60, "v1's wait")
+
+    # Revision 2 renames the child's parameter (and calls it by the new name).
+    source = sandbox.root / "versioned.py"
+    text = (sandbox.root / "versioned_v1.py").read_text()
+    assert CHILD_V1 in text
+    text = text.replace(CHILD_V1, CHILD_V2).replace('{"key": key}', '{"order_key": key}')
+    source.write_text(text)
+    v2 = deploy(sandbox, client, source)
+    assert v2.revision == 2
+    new = v2.trigger("parent_order", {"key": "new"})
+
+    client.send_workflow_message(old.workflow_id, "go", "x")
+    client.send_workflow_message(new.workflow_id, "go", "y")
+    # The old parent's children and its successor run revision 1's code, which
+    # still takes ``key``; on revision 2 they would fail with a TypeError.
+    assert client.result(old.workflow_id, timeout=90) == ["ship@1", "parent@1"]
+    assert client.result(new.workflow_id, timeout=90) == ["ship@2", "parent@2"]
+    for child in ("old-ship-0", "old-ship-1"):
+        run = client.get_run(child)
+        assert (run.status, run.group_revision) == ("completed", 1)
+    successor = client.get_run(old.workflow_id)
+    (started,) = [e for e in client.history(old.workflow_id) if isinstance(e, ev.WorkflowStarted)]
+    assert started.continued_from is not None and successor.group_revision == 1
+    assert client.get_run("new-ship-1").group_revision == 2
 
 
 def start_waiting(client: keepgoing.Client, worker: keepgoing.WorkflowWorker, n: int) -> list[str]:
@@ -382,3 +419,95 @@ def test_over_http_the_refusal_carries_its_report_and_a_run_migrates(
             server.terminate(timeout=60)
         server.reap()
         print(server.report())
+
+
+TWO_SITES = """# /// script
+# dependencies = ["keepgoing"]
+# ///
+import os
+
+import kg_effects
+
+from keepgoing import patched, task, wait_for_message, workflow
+
+
+def revision() -> str:
+    return os.environ.get("KEEPGOING_GROUP_REVISION", "-")
+
+
+def _done(name: str, key: str) -> str:
+    kg_effects.record("done", name, key, kg_effects.attempt())
+    return f"{name}@{revision()}"
+
+
+@task
+def prepare(key: str) -> str:
+    return _done("prepare", key)
+
+
+@task
+def prepare_order(key: str) -> str:
+    return _done("prepare_order", key)
+
+
+@task
+def finish(key: str) -> str:
+    return _done("finish", key)
+
+
+@task
+def finish_order(key: str) -> str:
+    return _done("finish_order", key)
+
+
+@workflow
+async def order(key: str) -> list[str]:
+    # FIRST-SITE
+    if patched("two-sites"):
+        steps = [await prepare_order(key)]
+    else:
+        steps = [await prepare(key)]
+    await wait_for_message("go")
+    if patched("two-sites"):
+        steps.append(await finish_order(key))
+    else:
+        steps.append(await finish(key))
+    await wait_for_message("done")
+    return steps
+"""
+FIRST_SITE = """    # FIRST-SITE
+    if patched("two-sites"):
+        steps = [await prepare_order(key)]
+    else:
+        steps = [await prepare(key)]
+"""
+
+
+def test_removing_the_first_of_two_patched_sites_keeps_runs_that_passed_both(
+    sandbox: Sandbox, client: keepgoing.Client, scaler: Scaler
+) -> None:
+    sandbox.app("versioned")  # the effects helper beside it
+    source = sandbox.root / "two_sites.py"
+    source.write_text(TWO_SITES)
+    v1 = deploy(sandbox, client, source)
+    scaler.start()
+    run = v1.trigger("order", {"key": "k"}).workflow_id
+    wait_until(lambda: waits_for_message(client, run), 60, "the first wait")
+    client.send_workflow_message(run, "go")
+    wait_until(lambda: sandbox.effects("done", "finish_order", "k"), 60, "the second site")
+    wait_until(
+        lambda: sum(isinstance(e, ev.MessageWaitStarted) for e in client.history(run)) == 2,
+        60,
+        "the second wait",
+    )
+
+    # The first site's old branch is retired: its guard goes, the second site stays.
+    source.write_text(TWO_SITES.replace(FIRST_SITE, "    steps = [await prepare_order(key)]\n"))
+    v2 = deploy(sandbox, client, source, upgrade="auto")
+    # The replay check replays the run past the second site: still the new branch there.
+    assert v2.replay is not None and v2.replay.failures == ()
+    assert list(v2.moved) == [client.get_run(run).run_id]
+    client.send_workflow_message(run, "done")
+    assert client.result(run, timeout=60) == ["prepare_order@1", "finish_order@1"]
+    assert not [e for e in client.history(run) if isinstance(e, ev.WorkflowBlocked)]
+    assert client.get_run(run).group_revision == 2

@@ -42,7 +42,9 @@ def cli_env(root: Path) -> dict[str, str]:
 class Process:
     """One ``keepgoing`` subprocess; output in ``<name>.out`` / ``<name>.err``."""
 
-    def __init__(self, name: str, args: Sequence[str], root: Path) -> None:
+    def __init__(
+        self, name: str, args: Sequence[str], root: Path, *, new_session: bool = False
+    ) -> None:
         self.name = name
         self.argv = [sys.executable, "-m", "keepgoing.cli", *args]
         self.out_path = root / f"{name}.out"
@@ -50,7 +52,12 @@ class Process:
         self._out: IO[bytes] = open(self.out_path, "wb")  # noqa: SIM115
         self._err: IO[bytes] = open(self.err_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            self.argv, cwd=root, env=cli_env(root), stdout=self._out, stderr=self._err
+            self.argv,
+            cwd=root,
+            env=cli_env(root),
+            stdout=self._out,
+            stderr=self._err,
+            start_new_session=new_session,  # its own process group, for killpg
         )
 
     def alive(self) -> bool:
@@ -145,11 +152,19 @@ class Stack:
         except httpx.TransportError:
             return False
 
-    def start_worker(self, app: str = "service_app", name: str = "worker") -> Process:
+    def start_worker(
+        self,
+        app: str = "service_app",
+        name: str = "worker",
+        args: Sequence[str] = (),
+        *,
+        new_session: bool = False,
+    ) -> Process:
         source = (APPS / f"{app}.py").read_text()
         target = self.root / f"{app}.py"
         target.write_text(source)
-        worker = Process(name, ["worker", str(target), "--store", self.store_url], self.root)
+        argv = ["worker", str(target), "--store", self.store_url, *args]
+        worker = Process(name, argv, self.root, new_session=new_session)
         self.processes.append(worker)
         wait_until(lambda: self._serving(worker), 30, f"{name} to serve")
         return worker
@@ -172,3 +187,21 @@ class Stack:
             process.reap()
         for process in self.processes:
             print(process.report())
+
+
+def stack_on(backend: str, request: Any, root: Path, admin: str = "alice") -> Stack:
+    """A stack with a server (no worker) on ``backend``: ``"sqlite"``, or ``"postgresql"``
+    (the session's database, emptied); its admin token is ``admin``'s."""
+    s = Stack(root)
+    try:
+        if backend == "postgresql":
+            from postgres_support import migrated, reset  # noqa: PLC0415
+
+            s.store_url = migrated(request.getfixturevalue("postgres_url"))
+            reset(s.store_url)
+        s.admin = s.token(admin, "admin")
+        s.start_server()
+    except BaseException:
+        s.cleanup()
+        raise
+    return s

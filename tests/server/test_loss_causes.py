@@ -12,7 +12,7 @@ import pytest
 
 from cli.conftest import run_kg
 
-from ._support import Stack, wait_until
+from ._support import Stack, stack_on, wait_until
 from .test_api import _id, result, start
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -24,15 +24,9 @@ KILLS = 6  # twice the default max_worker_losses (3)
 def stack(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    s = Stack(tmp_path_factory.mktemp(f"losses-{request.param}"))
-    if request.param == "postgresql":
-        from postgres_support import migrated, reset  # noqa: PLC0415
-
-        s.store_url = migrated(request.getfixturevalue("postgres_url"))
-        reset(s.store_url)
+    root = tmp_path_factory.mktemp(f"losses-{request.param}")
+    s = stack_on(request.param, request, root)
     try:
-        s.admin = s.token("alice", "admin")
-        s.start_server()
         yield s
     finally:
         s.cleanup()

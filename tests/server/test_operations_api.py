@@ -4,6 +4,8 @@ permissions, audit, and bad input (unknown 404, malformed or overlong 400)."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -137,3 +139,80 @@ def test_permissions_and_bad_reviews(stack: Stack, client: keepgoing.Client) -> 
     client.review_operation(waiting.operation_id, "fail", reason="refused")
     with pytest.raises(keepgoing.WorkflowFailedError, match="failed by reviewer"):
         client.result(handle, timeout=20)
+
+
+def test_two_reviewers_approving_at_once_one_is_accepted(
+    client: keepgoing.Client, stack: Stack
+) -> None:
+    handle = client.trigger_workflow("unsure", {"key": f"race-{uuid.uuid4().hex[:6]}"})
+    waiting = _waiting(client, handle.workflow_id)
+    path = f"/api/v1/operations/{waiting.operation_id}/review"
+    reviewers = [stack.token(f"racer-{i}", "runs.read", "messages.send") for i in range(2)]
+    apis = [stack.api(token) for token in reviewers]
+    barrier = threading.Barrier(len(apis))
+
+    def approve(api: httpx.Client, i: int) -> httpx.Response:
+        barrier.wait(10)
+        return api.post(path, json={"decision": "approve", "result": f"by {i}"})
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(apis)) as pool:
+            answers = list(pool.map(approve, apis, range(len(apis))))
+    finally:
+        for api in apis:
+            api.close()
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [202, 409], [a.text for a in answers]
+    (accepted,) = [i for i, a in enumerate(answers) if a.status_code == 202]
+    (refused,) = [a for a in answers if a.status_code == 409]
+    assert refused.json()["code"] == "operation_not_uncertain"
+    assert client.result(handle, timeout=20) == f"by {accepted}"
+    audits = client.list_audit(action="operation.review", workflow_id=handle.workflow_id)
+    assert [a.actor_id for a in audits] == [f"racer-{accepted}"]
+
+
+def test_after_the_workflow_stops_waiting_the_operation_says_so_and_refuses_decisions(
+    client: keepgoing.Client,
+) -> None:
+    handle = client.trigger_workflow(
+        "unsure_with_deadline", {"key": f"late-{uuid.uuid4().hex[:6]}", "seconds": 1.0}
+    )
+    op = f"op-{handle.run_id}-1"
+
+    def gave_up() -> keepgoing.Operation | None:
+        try:
+            found = client.get_operation(op)
+        except errors.OperationNotFoundError:
+            return None
+        return found if found.abandoned_at is not None else None
+
+    found = wait_until(gave_up, 30, "the workflow's own wait to time out")
+    assert (found.status, found.waiting_for_review, found.run_status) == (
+        "uncertain",
+        False,
+        "running",
+    )
+    assert found.evidence is not None and "stopped waiting" in found.evidence["note"]
+    assert op not in [o.operation_id for o in client.list_reviews()]
+    with pytest.raises(errors.OperationNotUncertainError, match="stopped waiting"):
+        client.review_operation(op, "approve", result="too late")
+    assert client.list_audit(action="operation.review", workflow_id=handle.workflow_id) == []
+    client.send_workflow_message(handle.workflow_id, "finish")
+    assert client.result(handle, timeout=20) == "gave up"
+    after = client.get_operation(op)
+    assert (after.status, after.result) == ("uncertain", None)  # never "completed"
+
+
+def test_a_raw_message_named_like_a_decision_is_refused_over_http(
+    client: keepgoing.Client, admin: httpx.Client
+) -> None:
+    handle = client.trigger_workflow("unsure", {"key": f"raw-{uuid.uuid4().hex[:6]}"})
+    op = f"op-{handle.run_id}-1"
+    forged = {"name": f"review:{op}", "payload": {"decision": "approve", "cmd": 1}}
+    refused = admin.post(f"/api/v1/runs/{handle.workflow_id}/messages", json=forged)
+    assert refused.status_code == 400 and "kept for review decisions" in refused.json()["message"]
+    with pytest.raises(errors.InvalidRequestError, match="kept for review decisions"):
+        client.send_workflow_message(handle.workflow_id, f"review:{op}", {"cmd": 1})
+    waiting = _waiting(client, handle.workflow_id)  # it still waits: nothing approved it
+    assert waiting.operation_id == op and waiting.reviews == ()
+    client.review_operation(op, "fail", reason="cleanup")

@@ -155,3 +155,58 @@ def test_outside_a_workflow_and_bad_ids() -> None:
 def test_the_marker_round_trips_through_the_codec() -> None:
     mark = ev.PatchMarked(change_id="swap", deprecated=True, seq=4, at=1.5)
     assert decode(encode(mark)) == mark
+
+
+async def two_sites() -> list[str]:
+    first = await new_step() if keepgoing.patched("swap") else await old_step()
+    second = await new_step() if keepgoing.patched("swap") else await old_step()
+    return [first, second]
+
+
+async def second_site_only() -> list[str]:
+    first = await new_step()  # the first site's old branch is gone
+    second = await new_step() if keepgoing.patched("swap") else await old_step()
+    return [first, second]
+
+
+def test_removing_the_first_of_two_sites_keeps_the_runs_answer(make_sim: MakeSim) -> None:
+    sim = make_sim(two_sites)
+    sim.activate()  # asks at the first site: the marker is written with that activation
+    sim.complete(1, "new")
+    # The run is past the first site; the new code asks only at the second one.
+    instance, live = replay_fresh(second_site_only, sim.history)
+    assert instance.patches == {"swap": True}
+    assert [c.name for c in live.commands] == ["patch.new"]  # type: ignore[attr-defined]
+    assert commands_of(live.commands, ev.PatchMarked) == []  # no second marker
+    instance.close()
+
+
+def test_a_patch_asked_live_after_replay_reuses_the_recorded_marker(make_sim: MakeSim) -> None:
+    async def asks_late() -> list[str]:
+        first = await new_step()
+        return [first, await new_step() if keepgoing.patched("swap") else await old_step()]
+
+    sim = make_sim(two_sites)
+    sim.activate()
+    sim.complete(1, "new")
+    sim.activate()
+    sim.complete(2, "new")
+    instance, live = replay_fresh(asks_late, sim.history)
+    assert instance.patches == {"swap": True}
+    assert commands_of(live.commands, ev.PatchMarked) == []
+    instance.close()
+
+
+def test_a_run_that_answered_false_keeps_false_at_a_later_site(make_sim: MakeSim) -> None:
+    sim = v1_history(make_sim, finish=False)  # passed the old branch, never marked
+
+    async def v2_two_sites() -> list[str]:
+        first = await new_step() if keepgoing.patched("swap") else await old_step()
+        second = await new_step() if keepgoing.patched("swap") else await after_step()
+        return [first, second]
+
+    instance, live = replay_fresh(v2_two_sites, sim.history)
+    assert instance.patches == {"swap": False}
+    # The second site takes the old branch too: the run answered False once.
+    assert [c.name for c in live.commands] == ["patch.after"]  # type: ignore[attr-defined]
+    instance.close()

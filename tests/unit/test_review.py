@@ -168,3 +168,45 @@ async def direct(key: str) -> Any:
 async def test_a_direct_call_raises_the_uncertain_failure_instead_of_waiting() -> None:
     # No message can reach a direct call, so there is nobody to wait for.
     assert await direct("k") == ["uncertain", UNSURE, "lost the answer for k"]
+
+
+async def bounded_review(key: str) -> Any:
+    try:
+        return await asyncio.wait_for(write(key), 60)
+    except TimeoutError:
+        return "gave up"
+
+
+def test_a_wait_that_times_out_records_that_the_workflow_stopped_waiting(
+    make_sim: MakeSim,
+) -> None:
+    sim = make_sim(bounded_review, "k")
+    sim.activate()
+    (timer,) = commands_of(sim.history, ev.TimerStarted)
+    _uncertain(sim)
+    sim.activate()
+    assert _waits(sim) == [f"review:{OP}"]
+    assert commands_of(sim.history, ev.ReviewAbandoned) == []
+    sim.fire(timer.cmd)
+    sim.activate()
+    (gave_up,) = commands_of(sim.history, ev.ReviewAbandoned)
+    assert (gave_up.cmd, gave_up.operation_id) == (1, OP)
+    assert sim.result() == "gave up"
+    _, replayed = replay_fresh(bounded_review, sim.history)
+    assert replayed.commands == []
+    # A history recorded before the marker existed replays alike: it is never matched.
+    older = [e for e in sim.history if not isinstance(e, ev.ReviewAbandoned)]
+    instance, live = replay_fresh(bounded_review, older)
+    assert live.commands == []
+    instance.close()
+
+
+def test_a_decided_review_records_no_abandonment(make_sim: MakeSim) -> None:
+    sim = make_sim(bounded_review, "k")
+    sim.activate()
+    _uncertain(sim)
+    sim.activate()
+    _review(sim, {"decision": "approve", "cmd": 1, "result": "ok"})
+    sim.activate()
+    assert sim.result() == "ok"
+    assert commands_of(sim.history, ev.ReviewAbandoned) == []

@@ -139,6 +139,43 @@ async def test_only_lease_calls_take_the_lease_path(
     assert await durability(store.claim_tasks(**_tasks(), now=NOW)) == [True]
 
 
+async def test_a_heartbeat_that_hands_back_writes_its_history_durably(
+    store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contract._builders import claim_one, claim_run, schedule, task  # noqa: PLC0415
+
+    await store.start_run(_request(1))
+    claim = await claim_run(store, "run-1")
+    await schedule(store, claim, [task(1)])
+    await claim_one(store)  # held by w1, which never hears of it (a lost commit answer)
+    writes: list[tuple[bool, int]] = []  # (durable, history rows after the write)
+    call = store._thread.call
+
+    async def recording(op: Any, **kwargs: Any) -> Any:
+        result = await call(op, **kwargs)
+        if kwargs.get("write"):
+            count = "SELECT COUNT(*) FROM history"
+            rows = await call(lambda c: c.execute(count).fetchone()[0], write=False)
+            writes.append((kwargs.get("durable", True), rows))
+        return result
+
+    before = await store._read(lambda c: c.execute("SELECT COUNT(*) FROM history").fetchone()[0])
+    monkeypatch.setattr(store._thread, "call", recording)
+    held = await store.heartbeat(
+        "w1", lease_ttl=30.0, now=NOW + 1, attempts=set(), runs=set(), known_through=NOW + 0.5
+    )
+    assert held == set()
+    # The lease-only beat adds no history; the hand-back, which does, is a durable write.
+    assert writes == [(False, before), (True, before + 1)]
+    history = await store.read_history("run-1")
+    assert [type(e).__name__ for e in history][-1] == "TaskAttemptFailed"
+    writes.clear()
+    await store.heartbeat(
+        "w1", lease_ttl=30.0, now=NOW + 2, attempts=set(), runs=set(), known_through=NOW + 2
+    )
+    assert writes == [(False, before + 1)]  # nothing left to hand back: one lease write
+
+
 def _tasks() -> dict[str, Any]:
     return dict(worker_id="w1", queues=["default"], task_names=["t"], limit=5, lease_ttl=30.0)
 

@@ -407,13 +407,17 @@ class Client:
         same operation id) or ``"fail"`` (the workflow gets ``TaskFailedError``,
         with ``reason``). The decision is sent as a message with the caller's
         identity (a server stamps it from the token) and audited as
-        ``operation.review``. Returns the operation as it stood before the decision.
+        ``operation.review``, in one store transaction that accepts it only while
+        the step is uncertain and waited for, once: of two reviewers deciding at
+        the same moment, one is refused. Returns the operation as it stood before
+        the decision.
 
         Raises:
             InvalidRequestError: a bad id, decision or reason, or a result with
                 retry or fail.
             OperationNotFoundError: no run has that step.
-            OperationNotUncertainError: it is not waiting for review (HTTP 409).
+            OperationNotUncertainError: it is not waiting for review: decided
+                already, its run ended, or its workflow stopped waiting (HTTP 409).
             PayloadError: ``result`` is not JSON a store can carry.
         """
         return self._backend.review_operation(operation_id, decision, result, reason)
@@ -435,6 +439,8 @@ class Client:
             RunNotFoundError: no run has this workflow id (HTTP 404 ``run_not_found``).
             WorkflowNotRunningError: the workflow's run has ended (HTTP 409
                 ``workflow_not_running``).
+            InvalidRequestError: ``name`` starts with ``review:``, kept for review
+                decisions (:meth:`review_operation` sends those).
         """
         return self._backend.send_message(MessageSend(RunRef(workflow_id, run_id), name, payload))
 

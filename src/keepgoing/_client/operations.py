@@ -13,14 +13,19 @@ rounds. Its ``status``:
 * ``pending``: scheduled or waiting for its retry, no attempt running;
 * ``running``: an attempt is running;
 * ``uncertain``: an attempt raised ``UncertainOutcome`` and no reviewer has
-  decided yet (``waiting_for_review`` while the run is open);
+  decided yet (``waiting_for_review`` while the run is open and the workflow
+  still waits; ``abandoned_at`` once the workflow stopped waiting, after which
+  no decision is accepted);
 * ``completed``: it returned ``result`` (or a reviewer approved it with ``result``);
 * ``failed``: it used up its attempts, or a reviewer failed it;
 * ``cancelled``: the run stopped waiting for it, or ended before it ran.
 
 A review decision is the first valid one for the round among the
 ``review:<operation id>`` messages, taken in send order as the workflow takes
-them (``keepgoing._workflow.review``).
+them (``keepgoing._workflow.review``). A decision is sent only by
+:func:`review_operation`, through the store's one conditional write
+(``Store.decide_review``): two reviewers deciding at once get one acceptance
+and one refusal.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from keepgoing._history import events as ev
 from keepgoing._payload import check_message_payload
 from keepgoing._store.inspect_protocol import TaskRow
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import AuditEntry, MessageRequest, RunRecord
+from keepgoing._store.records import ReviewRequest, RunRecord
 from keepgoing._workflow.review import (
     DECISIONS,
     UNCERTAIN,
@@ -96,6 +101,9 @@ class Operation:
     result: Any = None
     error: dict[str, Any] | None = None
     waiting_for_review: bool = False
+    #: When the workflow stopped waiting for a review of the newest round (a timeout
+    #: or a cancellation around its await): it takes no decision from then on.
+    abandoned_at: float | None = None
     #: For an uncertain round: what the attempt reported, its inputs, attempts and logs.
     evidence: dict[str, Any] | None = None
     #: Every decision taken, oldest first: decision, cmd, reason, sender_kind, sender_id.
@@ -138,6 +146,7 @@ class _Round:
     completed: ev.TaskCompleted | None = None
     failed: ev.TaskFailed | None = None
     cancelled: bool = False
+    abandoned_at: float | None = None
     updated_at: float = 0.0
 
 
@@ -215,6 +224,8 @@ def _apply(rounds: dict[int, _Round], e: ev.Event) -> None:
         found.failed = e
     elif isinstance(e, ev.TaskCancelRequested):
         found.cancelled = True
+    elif isinstance(e, ev.ReviewAbandoned):
+        found.abandoned_at = e.at
     else:
         return
     found.updated_at = e.at
@@ -230,6 +241,8 @@ def _decisions(
         failed = rounds[cmd].failed
         if failed is None or failed.reason != UNCERTAIN:
             continue
+        if rounds[cmd].abandoned_at is not None:
+            break  # the workflow stopped waiting: it took no decision for this round
         while at < len(messages):
             m = messages[at]
             at += 1
@@ -286,16 +299,23 @@ def _status(
             return Operation(status="failed", error=error, **base)
         decided = decisions.get(cmd)
         if decided is None:
-            evidence = {
+            evidence: dict[str, Any] = {
                 "error": error,
                 "inputs": {"args": last.scheduled.args, "kwargs": last.scheduled.kwargs},
                 "attempts": last.attempts,
                 "logs": logs.get(cmd, ""),
             }
+            if last.abandoned_at is not None:
+                evidence["note"] = (
+                    "the workflow stopped waiting for a review (a timeout or a cancellation "
+                    "around the step); the write may or may not have happened, and no "
+                    "decision reaches the run any more"
+                )
             return Operation(
                 status="uncertain",
                 error=error,
-                waiting_for_review=open_run,
+                waiting_for_review=open_run and last.abandoned_at is None,
+                abandoned_at=last.abandoned_at,
                 evidence=evidence,
                 **base,
             )
@@ -384,39 +404,39 @@ async def review_operation(
         raise InvalidRequestError(f"only approve takes a result, not {decision}")
     operation = await read_operation(store, operation_id)
     if not operation.waiting_for_review:
-        raise OperationNotUncertainError(
-            f"operation {operation_id!r} is {operation.status}"
-            + ("" if operation.status != "uncertain" else f" but its run is {operation.run_status}")
-            + ", not waiting for review"
-        )
+        raise OperationNotUncertainError(_not_waiting(operation_id, operation))
     payload = {"decision": decision, "cmd": operation.cmd, "result": result, "reason": reason or ""}
     check_message_payload(payload, f"the review of operation {operation_id!r}")
-    message_id = await store.send_message(
-        MessageRequest(
+    # The read above gives the round and a clear refusal; the store decides, in one
+    # transaction: a reviewer who raced us, or a workflow that stopped waiting
+    # meanwhile, makes this a refusal and nothing is sent.
+    await store.decide_review(
+        ReviewRequest(
+            operation_id=operation_id,
             workflow_id=operation.workflow_id,
-            name=review_message(operation_id),
-            payload=payload,
-            sender_kind=sender_kind,
-            sender_id=sender_id,
-            now=now,
             run_id=operation.run_id,
-        )
-    )
-    await store.append_audit(
-        AuditEntry(
-            now,
-            sender_kind,
-            sender_id,
-            "operation.review",
-            operation.workflow_id,
-            operation.run_id,
-            {
-                "operation_id": operation_id,
-                "decision": decision,
-                "cmd": operation.cmd,
-                "reason": reason or "",
-                "message_id": message_id,
-            },
+            cmd=operation.cmd,
+            decision=decision,
+            payload=payload,
+            reason=reason or "",
+            actor_kind=sender_kind,
+            actor_id=sender_id,
+            now=now,
         )
     )
     return operation
+
+
+def _not_waiting(operation_id: str, operation: Operation) -> str:
+    if operation.status == "uncertain" and operation.abandoned_at is not None:
+        return (
+            f"operation {operation_id!r} is uncertain but its workflow stopped waiting for a "
+            "review (a timeout or a cancellation around the step): a decision can no longer "
+            "reach it"
+        )
+    if operation.status == "uncertain":
+        return (
+            f"operation {operation_id!r} is uncertain but its run is {operation.run_status}, "
+            "not waiting for review"
+        )
+    return f"operation {operation_id!r} is {operation.status}, not waiting for review"

@@ -285,7 +285,7 @@ def _failed_attempt(e: ev.TaskAttemptFailed) -> AttemptView:
         view.killed_by = e.actor
     if e.reason in ("worker_lost", "released"):
         view.via = e.via
-        view.counted = e.reason == "worker_lost" and stops.blames_task(e.cause)
+        view.counted = stops.counts_as_loss(e.reason, e.cause)
     return view
 
 

@@ -51,6 +51,7 @@ _CLASSES: dict[str, type[ev.Event]] = {
         ev.WorkflowContinuedAsNew,
         ev.MemoryCommitted,
         ev.PatchMarked,
+        ev.ReviewAbandoned,
     )
 }
 

@@ -38,7 +38,10 @@ __all__ = [
     "MessageSent",
     "MessageWaitStarted",
     "PatchMarked",
+    "REVIEW_PREFIX",
+    "ReviewAbandoned",
     "TaskCancelRequested",
+    "UNMATCHED",
     "WorkflowCancelled",
     "WorkflowContinuedAsNew",
     "ErrorInfo",
@@ -210,6 +213,11 @@ class WorkflowBlocked(Event):
 
 
 # -- messages, events, children, cancellation (inputs unless marked) ----------------
+#: Messages named ``review:<operation id>`` carry review decisions; only the review
+#: path writes them (the store refuses them from any other sender).
+REVIEW_PREFIX = "review:"
+
+
 @dataclass(frozen=True, kw_only=True)
 class MessageReceived(Event):
     """A message for this run, in send order. ``sender_kind`` and ``sender_id``
@@ -405,3 +413,25 @@ class PatchMarked(Event):
 
     def key(self) -> tuple[str, int, str]:
         return ("PatchMarked", 0, self.change_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReviewAbandoned(Event):
+    """The workflow stopped waiting for a review of uncertain step ``cmd`` (operation
+    ``operation_id``) without taking a decision: a timeout around the await, a
+    cancelled branch or run. The store then refuses decisions on that round.
+
+    Recorded with the activation's commands but never matched by replay (as
+    ``PatchMarked``), so histories written before it existed replay alike.
+    """
+
+    ROLE: ClassVar[str] = "command"
+    cmd: int
+    operation_id: str
+
+    def key(self) -> tuple[str, int, str]:
+        return ("ReviewAbandoned", self.cmd, self.operation_id)
+
+
+#: Command-role events that replay never matches: markers, not decisions.
+UNMATCHED: tuple[type[Event], ...] = (PatchMarked, ReviewAbandoned)

@@ -12,8 +12,10 @@ returned for the caller to commit. A mismatch raises
 Patches (``keepgoing.patched``): a ``PatchMarked`` event is recorded with an
 activation's commands but left out of the match. While an activation is
 replayed, ``patched(change_id)`` is True only if that activation recorded the
-marker (the run took the new branch when it ran); live, it is True and writes
-the marker. The first answer for a change id holds for the rest of the run.
+marker or an earlier one did (the run took the new branch when it first asked,
+even at a call site later code no longer has); live, it is True and writes the
+marker unless the history holds one already. The first answer for a change id
+holds for the rest of the run (Temporal's memoized ``patched``).
 
 No I/O happens here: no store, no clock, no network.
 """
@@ -66,19 +68,54 @@ class Activation:
 
 
 def error_info(exc: BaseException) -> ev.ErrorInfo:
+    """How ``exc`` is recorded: its type, message and traceback, whatever it does.
+
+    A task's exception is the task's own object: its ``__str__`` may raise (even
+    ``SystemExit``), return something that is not text, or its class may carry an
+    odd ``__module__``. Each part that cannot be had is replaced by a placeholder
+    naming why, so describing a failure never fails.
+    """
     kind = type(exc)
-    name = (
-        kind.__qualname__
-        if kind.__module__ == "builtins"
-        else f"{kind.__module__}.{kind.__qualname__}"
-    )
+    name = _type_name(kind)
     if isinstance(exc, TaskFailedError):
         name = "keepgoing.errors.TaskFailedError"
-    text = "".join(traceback.format_exception(exc)).rstrip()
-    # A message may quote bad input (a lone surrogate, say): the failure is still recorded.
-    return ev.ErrorInfo(
-        type=safe_text(name), message=safe_text(str(exc)), traceback=safe_text(text)
+    message = _described(lambda: str(exc), f"<str() of the {name} failed")
+    text = _described(
+        lambda: "".join(traceback.format_exception(exc)).rstrip(),
+        "",
     )
+    if not text:  # formatting it whole failed: its frames, then the message found above
+        frames = _described(lambda: "".join(traceback.format_tb(exc.__traceback__)), "")
+        text = f"Traceback (most recent call last):\n{frames}{name}: {message}"
+    # A message may quote bad input (a lone surrogate, say): the failure is still recorded.
+    return ev.ErrorInfo(type=safe_text(name), message=message, traceback=text)
+
+
+def _type_name(kind: type) -> str:
+    qualname = kind.__qualname__  # always a str: type() refuses anything else
+    try:
+        module = kind.__module__  # a metaclass may make even this raise
+    except BaseException:
+        module = None
+    if type(module) is not str:
+        module = "<unknown module>"
+    return qualname if module == "builtins" else f"{module}.{qualname}"
+
+
+def _described(make: Callable[[], object], placeholder: str) -> str:
+    """``make()`` as plain storable text, or ``placeholder`` with the reason it failed."""
+    try:
+        text = make()
+        if not isinstance(text, str):
+            raise TypeError(f"it returned {type(text).__qualname__}, not str")
+        text = str.__str__(text)  # a str subclass's own methods are never called
+        return safe_text(text)
+    except BaseException as exc:
+        try:
+            why = type(exc).__qualname__
+        except BaseException:
+            why = "an exception"
+        return f"{placeholder}: {why}>" if placeholder else ""
 
 
 class WorkflowInstance:
@@ -116,7 +153,9 @@ class WorkflowInstance:
         self.cancel_reason: str | None = None
         self.local = False  # a direct in-process run: no orchestrator to send messages
         self.patches: dict[str, bool] = {}  # change id -> the branch this run takes
-        self._replaying: set[str] | None = None  # while replaying: the patches it recorded
+        self._replaying = False  # while an activation recorded in history is replayed
+        #: The change ids whose marker the history holds, up to the activation replayed.
+        self._recorded: set[str] = set()
 
     # -- commands issued by workflow code ----------------------------------
     def _next_cmd(self) -> int:
@@ -169,23 +208,34 @@ class WorkflowInstance:
         self._emit(make(cmd))
         return cmd
 
+    def mark(self, marker: ev.Event) -> None:
+        """Record ``marker`` (one of ``events.UNMATCHED``) with this activation's commands:
+        it takes no command number and replay never matches it."""
+        if not isinstance(marker, ev.UNMATCHED):
+            raise TypeError(f"{type(marker).__name__} is not a marker")
+        self._emit(marker)
+
     def patched(self, change_id: str) -> bool:
         """True if this run takes the new branch of ``change_id`` (see the module doc)."""
         known = self.patches.get(change_id)
         if known is not None:
             return known
-        if self._replaying is not None:
-            taken = change_id in self._replaying
+        if self._replaying:
+            taken = change_id in self._recorded
         else:
             taken = True
-            self._emit(ev.PatchMarked(change_id=change_id))
+            if change_id not in self._recorded:
+                self._emit(ev.PatchMarked(change_id=change_id))
+                self._recorded.add(change_id)
         self.patches[change_id] = taken
         return taken
 
     def deprecate_patch(self, change_id: str) -> None:
         """The old branch of ``change_id`` is gone: mark live runs, accept any history."""
-        if self._replaying is None and change_id not in self.patches:
+        known = change_id in self.patches or change_id in self._recorded
+        if not self._replaying and not known:
             self._emit(ev.PatchMarked(change_id=change_id, deprecated=True))
+            self._recorded.add(change_id)
         self.patches.setdefault(change_id, True)
 
     def random(self) -> float:
@@ -222,14 +272,15 @@ class WorkflowInstance:
         return self._activate_live()
 
     def _replay_group(self, marker: ev.ActivationCompleted, recorded: list[ev.Event]) -> None:
-        self._replaying = {c.change_id for c in recorded if isinstance(c, ev.PatchMarked)}
+        self._recorded.update(c.change_id for c in recorded if isinstance(c, ev.PatchMarked))
+        self._replaying = True
         try:
             self._deliver_upto(marker.saw_upto, marker.time)
         finally:
-            self._replaying = None
+            self._replaying = False
         produced, self._pending = self._pending, []
-        recorded = [c for c in recorded if not isinstance(c, ev.PatchMarked)]
-        produced = [c for c in produced if not isinstance(c, ev.PatchMarked)]
+        recorded = [c for c in recorded if not isinstance(c, ev.UNMATCHED)]
+        produced = [c for c in produced if not isinstance(c, ev.UNMATCHED)]
         want = [c.key() for c in recorded]
         got = [c.key() for c in produced]
         if want != got:

@@ -62,7 +62,8 @@ class StepsView(_Response):
         "output, error, attempts [{attempt, worker, started_at, ended_at, duration, "
         "outcome, error, cause, killed_by, via, cause_text, counted, retry_at}] (`cause`: "
         "why a lost or released attempt's worker stopped: killed_by_request, scaled_down, "
-        "drain_timeout, replaced, hung_restart, oom_killed or unexplained; `counted`: "
+        "drain_timeout, replaced, hung_restart, shutdown, oom_killed, signalled_by_task, "
+        "stopped_by_task, stopped_by_other_step or unexplained; `counted`: "
         "whether it counted against max_worker_losses), memory [{volume, version, ref, "
         "paths, attempt, seq}], completed_by, reused_output, reused_by, scheduled_at."
     )

@@ -29,7 +29,13 @@ class OperationView(BaseModel):
         None, description="The last attempt's error {type, message, traceback}."
     )
     waiting_for_review: bool = Field(
-        description="Uncertain, and its run is open: a decision will resume it."
+        description="Uncertain, its run is open and the workflow still waits for a "
+        "decision: a decision will resume it."
+    )
+    abandoned_at: float | None = Field(
+        None,
+        description="When the workflow stopped waiting for a review of the newest round "
+        "(a timeout or a cancellation around its await); decisions are refused from then on.",
     )
     evidence: dict[str, Any] | None = Field(
         None,

@@ -46,6 +46,7 @@ from keepgoing._store.records import (
     FastActivation,
     Lineage,
     MessageRequest,
+    ReviewRequest,
     RunRecord,
     StartRequest,
     TaskClaim,
@@ -347,6 +348,23 @@ class Store(
         Raises:
             RunNotFoundError: no run has that workflow id (or ``run_id``).
             WorkflowNotRunningError: the run has ended.
+            InvalidRequestError: the name starts with ``review:``, kept for review
+                decisions (:meth:`decide_review` sends those).
+        """
+
+    @abc.abstractmethod
+    async def decide_review(self, request: ReviewRequest) -> str:
+        """Accept a reviewer's decision on uncertain round ``request.cmd``, in one
+        transaction: only while the round is uncertain, its run open, and neither
+        decided nor given up by the workflow (``ReviewAbandoned``); at most once.
+        Sends the decision as the message ``review:<operation id>`` from the
+        reviewer, records the round as decided, and appends an
+        ``operation.review`` audit entry. Returns the message id.
+
+        Raises:
+            OperationNotUncertainError: any of those does not hold (the message says
+                which); nothing is written.
+            RunNotFoundError: no such run.
         """
 
     @abc.abstractmethod

@@ -19,6 +19,7 @@ __all__ = [
     "EventRequest",
     "Lineage",
     "MessageRequest",
+    "ReviewRequest",
     "ActivationClaim",
     "AttemptLog",
     "ActivationCommit",
@@ -85,6 +86,27 @@ class StartRequest:
     parent_run_id: str | None = None
     parent_cmd: int | None = None
     continued_from: str | None = None
+    #: The run whose group revision this one keeps, as that run's row says now (a
+    #: child on its parent's queue, a ``continue_as_new`` successor); None: the
+    #: revision of the group serving ``task_queue``.
+    revision_of: str | None = None
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """A reviewer's decision on uncertain round ``cmd`` of operation ``operation_id``:
+    ``payload`` is the decision message the workflow reads (``_workflow/review.py``)."""
+
+    operation_id: str
+    workflow_id: str
+    run_id: str
+    cmd: int
+    decision: str
+    payload: dict[str, Any]
+    reason: str
+    actor_kind: str
+    actor_id: str
+    now: float
 
 
 @dataclass(frozen=True)
@@ -343,6 +365,12 @@ class WorkerStop:
     actor_id: str = ""
     via: str = ""
     detail: str = ""
+    #: The attempt a stop the task caused is traced to (``stops.traced``).
+    blame_run_id: str | None = None
+    blame_cmd: int | None = None
+    #: The local process that asked for the stop, when it is not the recorder's own
+    #: (the server names the process behind a kill request); never stored.
+    origin_pid: int | None = None
 
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:

@@ -4,7 +4,8 @@ Errors the task raises and timeouts count against ``retries``; attempts lost
 with their worker count against ``max_worker_losses``, apart from ``retries``,
 when the loss blames the task (``stops.blames_task``: no known cause, or one
 that points at the task); a loss keepgoing or its operator caused counts
-against neither, and neither does an attempt a stopping worker handed back.
+against neither, and neither does an attempt a stopping worker handed back,
+unless the task's own code stopped that worker (``stops.BY_TASK``).
 An attempt that raised ``UncertainOutcome`` (reason ``"uncertain"``) is never
 retried: its write may have happened, so the step waits for a review instead.
 Backoff starts at ``retry_delay``, doubles per failure, is capped, and has
@@ -17,7 +18,7 @@ import random
 from dataclasses import dataclass
 
 from keepgoing._history.events import ErrorInfo
-from keepgoing._store.stops import blames_task
+from keepgoing._store.stops import counts_as_loss
 
 __all__ = [
     "BACKOFF_CAP",
@@ -76,7 +77,8 @@ def decide_failure(
         # The write may have happened: another attempt could apply it twice.
         return FailureDecision(failures + 1, worker_losses, None)
     if reason in ("worker_lost", "released"):
-        counted = reason == "worker_lost" and blames_task(cause)
+        # A hand-back counts only when the task's own code stopped its worker.
+        counted = counts_as_loss(reason, cause)
         losses = worker_losses + (1 if counted else 0)
         if counted and losses > max_worker_losses:
             return FailureDecision(
@@ -84,12 +86,12 @@ def decide_failure(
                 losses,
                 None,
                 f"the task's worker was lost {losses} times (max_worker_losses="
-                f"{max_worker_losses}); it may be killing its worker, for example by "
-                "running out of memory",
+                f"{max_worker_losses}); it may be killing or stopping its own worker, "
+                "for example by running out of memory or signalling its process",
             )
-        # A released attempt (graceful shutdown) is due again at once; a loss
-        # after retry_delay, however many times keepgoing itself caused one.
-        delay = 0.0 if reason == "released" else backoff(1, retry_delay)
+        # A released attempt (graceful shutdown) is due again at once; a loss, or a
+        # hand-back the task caused, after retry_delay.
+        delay = 0.0 if reason == "released" and not counted else backoff(1, retry_delay)
         return FailureDecision(failures, losses, now + delay)
     failed = failures + 1
     if failed > retries:

@@ -28,7 +28,7 @@ from keepgoing._worker.threads import TaskThreads
 from keepgoing._workflow.task import TaskDefinition
 from keepgoing.errors import UncertainOutcome
 
-__all__ = ["run_attempt"]
+__all__ = ["failed_outcome", "run_attempt"]
 
 
 async def run_attempt(
@@ -89,7 +89,7 @@ async def run_attempt(
                 # (a timeout, a lost lease, a shutdown) goes on up.
                 if _engine_signal(exc):
                     raise
-                error = error_info(exc)
+                error, reason = error_info(exc), _reason(exc)
     except TimeoutError:
         message = f"attempt {claim.attempt} exceeded its timeout of {claim.timeout:g}s"
         error, reason = ErrorInfo(type="TimeoutError", message=message), "timeout"
@@ -117,6 +117,18 @@ async def run_attempt(
     if error is None:
         return _outcome(claim, worker_id, clock, result=value, volume_commits=commits, logs=log)
     return _outcome(claim, worker_id, clock, error=error, reason=reason, logs=log)
+
+
+def failed_outcome(
+    claim: TaskClaim, worker_id: str, clock: Clock, exc: BaseException
+) -> TaskOutcome:
+    """The outcome of an attempt whose outcome could not be made otherwise (``exc``
+    escaped :func:`run_attempt`): a failure of the task, counted against ``retries``,
+    rather than an attempt nobody reports, which would be handed back forever."""
+    error = error_info(exc)
+    message = f"keepgoing could not record the attempt's own outcome: {error.message}"
+    described = ErrorInfo(type=error.type, message=message, traceback=error.traceback)
+    return _outcome(claim, worker_id, clock, error=described, reason=_reason(exc))
 
 
 def _capture() -> logs.Capture:
@@ -184,9 +196,20 @@ def _outcome(
     )
 
 
-def _reason(exc: Exception) -> str:
-    """Why the attempt failed: UncertainOutcome is never retried (the step goes to review)."""
-    return UNCERTAIN if isinstance(exc, UncertainOutcome) else "error"
+def _reason(exc: BaseException) -> str:
+    """Why the attempt failed: UncertainOutcome is never retried (the step goes to review),
+    also when it comes wrapped in an exception group (an ``asyncio.TaskGroup``, say),
+    however deep, beside other errors: one write that may have happened is enough."""
+    return UNCERTAIN if _holds_uncertain(exc, 0) else "error"
+
+
+def _holds_uncertain(exc: BaseException, depth: int) -> bool:
+    if isinstance(exc, UncertainOutcome):
+        return True
+    if not isinstance(exc, BaseExceptionGroup) or depth > 100:
+        return False
+    inner = exc.exceptions  # the tuple the group was made with: no user method runs
+    return any(_holds_uncertain(e, depth + 1) for e in inner if isinstance(e, BaseException))
 
 
 def _engine_signal(exc: BaseException) -> bool:

@@ -30,10 +30,10 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
-from keepgoing._store.stops import HUNG_RESTART
+from keepgoing._store.stops import HUNG_RESTART, SHUTDOWN, engine_stop
 from keepgoing._worker import process
 from keepgoing._worker.activation import NOTHING, Activator, FollowUp
-from keepgoing._worker.attempts import run_attempt
+from keepgoing._worker.attempts import failed_outcome, run_attempt
 from keepgoing._worker.backoff import backoff
 from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.claims import ClaimWindow
@@ -103,6 +103,7 @@ class Worker:
         self._timer_added = asyncio.Event()
         self._reporting: set[tuple[str, int]] = set()  # outcome being written: not lost
         self._stopping = asyncio.Event()
+        self._stop_reason: WorkerStop | None = None  # why it stops (request_stop)
         self._services_due = 0.0
         self._executor = TaskThreads(keep_idle=self.settings.concurrency)
         self.activator = Activator(
@@ -143,8 +144,15 @@ class Worker:
         self.killable = False
 
     # -- public ---------------------------------------------------------------
-    def request_stop(self) -> None:
-        """Stop claiming; :meth:`run` then finishes or releases what it holds and returns."""
+    def request_stop(self, stop: WorkerStop | None = None) -> None:
+        """Stop claiming; :meth:`run` then finishes or releases what it holds and returns.
+
+        ``stop`` says why (the first reason given is kept): it is recorded before any
+        attempt is handed back, so each hand-back carries its cause. Without one, the
+        worker records ``shutdown``: its host program or its operator stopped it.
+        """
+        if self._stop_reason is None:
+            self._stop_reason = stop
         self._stopping.set()
 
     @property
@@ -335,11 +343,17 @@ class Worker:
         ended with their timeout, which counted against their task's ``retries``:
         a task that keeps hanging fails by those, and stops causing restarts."""
         stop = WorkerStop(self.worker_id, HUNG_RESTART, "worker", self.worker_id, "worker")
+        self._stop_reason = stop
+        await self._record_stop(stop, "why this worker restarts")
+
+    async def _record_stop(self, stop: WorkerStop, what: str) -> None:
+        """Record one of this worker's own stops, as the engine's (never traced to a task)."""
         try:
-            stop_id = await self.store.record_worker_stop(stop, now=self.clock.now())
+            with engine_stop():
+                stop_id = await self.store.record_worker_stop(stop, now=self.clock.now())
             await self.store.settle_worker_stop(stop_id, signalled=True)
         except StoreError as exc:
-            log.warning("could not record why this worker restarts (%s)", exc)
+            log.warning("could not record %s (%s)", what, exc)
 
     # -- timers of cached instances --------------------------------------------------
     async def _fire_local_timers(self, now: float) -> bool:
@@ -429,15 +443,21 @@ class Worker:
     async def _attempt(self, claim: TaskClaim) -> None:
         key = (claim.run_id, claim.cmd)
         definition = self.registry.tasks[claim.name]
-        outcome = await run_attempt(
-            definition,
-            claim,
-            worker_id=self.worker_id,
-            clock=self.clock,
-            executor=self._executor,
-            store=self.store,
-            capture_logs=self.capture_logs,
-        )
+        try:
+            outcome = await run_attempt(
+                definition,
+                claim,
+                worker_id=self.worker_id,
+                clock=self.clock,
+                executor=self._executor,
+                store=self.store,
+                capture_logs=self.capture_logs,
+            )
+        except (asyncio.CancelledError, GeneratorExit):
+            raise  # the engine's own: a lost lease, a shutdown
+        except BaseException as exc:
+            log.exception("task %s: its outcome could not be made; failing the attempt", key)
+            outcome = failed_outcome(claim, self.worker_id, self.clock, exc)
         if key in self._lost:
             self._lost.discard(key)
             return
@@ -506,6 +526,14 @@ class Worker:
         if self._attempts:
             log.info("stopping: waiting for %d running attempt(s)", len(self._attempts))
             await asyncio.wait(list(self._attempts.values()), timeout=self.settings.shutdown_grace)
+        if self._attempts and self._stop_reason is not None:
+            if self._stop_reason.cause != HUNG_RESTART:  # recorded when it was decided
+                await self._record_stop(self._stop_reason, "why this worker stops")
+        elif self._attempts:
+            # Stopped by its host program or a caller of request_stop(): say so first.
+            why = "stopped by the program running it"
+            stop = WorkerStop(self.worker_id, SHUTDOWN, "", "", "worker", why)
+            await self._record_stop(stop, "why this worker stops")
         for key, attempt in list(self._attempts.items()):
             self._lost.add(key)
             attempt.cancel()

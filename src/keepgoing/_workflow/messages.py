@@ -20,6 +20,7 @@ from keepgoing.errors import WorkflowMessageTimeoutError
 __all__ = [
     "WorkflowMessage",
     "check_name",
+    "check_sendable",
     "local_messages",
     "pending_local_messages",
     "require_workflow",
@@ -70,6 +71,18 @@ def check_name(name: object, what: str) -> str:
     return name
 
 
+def check_sendable(name: str, what: str) -> str:
+    """A name a message may be sent under: ``review:...`` carries review decisions,
+    which only ``review_operation`` sends."""
+    if name.startswith(ev.REVIEW_PREFIX):
+        raise ValueError(
+            f"{what} {name[:60]!r} starts with {ev.REVIEW_PREFIX!r}, kept for review "
+            "decisions: decide an uncertain operation with Client.review_operation "
+            "(or keepgoing review)"
+        )
+    return name
+
+
 async def wait_for_message(name: str, *, timeout: Duration | None = None) -> WorkflowMessage:
     """Wait durably for the next message called ``name``; no worker is held meanwhile.
 
@@ -115,7 +128,7 @@ async def send_message(workflow_id: str, name: str, payload: Any = None) -> str:
             "to send to; run the workflow on a worker or with Client.run_workflow"
         )
     check_name(workflow_id, "the target workflow id")
-    check_name(name, "the message name")
+    check_sendable(check_name(name, "the message name"), "the message name")
     payload = message_payload(payload, f"the payload of message {name!r}")
     cmd = instance.command(
         lambda cmd: ev.MessageSent(cmd=cmd, workflow_id=workflow_id, name=name, payload=payload)
@@ -140,7 +153,7 @@ def local_messages(messages: Iterable[tuple[str, Any]]) -> Iterator[None]:
         if not isinstance(item, tuple) or len(item) != 2:
             raise ValueError(f"local_messages item {index} must be a (name, payload) pair")
         name, payload = item
-        check_name(name, f"the name of local message {index}")
+        check_sendable(check_name(name, f"the name of local message {index}"), "the name")
         queued.append((name, message_payload(payload, f"the payload of local message {name!r}")))
     token = _local.set(tuple(queued))
     try:

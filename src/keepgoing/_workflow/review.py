@@ -17,6 +17,13 @@ workflow then waits, durably and without holding a worker, for the message
 a decision sent twice cannot settle a later round. A message that is not a
 decision for the current round is passed over and the wait goes on. The rules
 here are shared with the operation status (``keepgoing._client.operations``).
+
+Decisions reach the run only through the review path (``review_operation``:
+one conditional store write that accepts a decision once, while the round is
+uncertain and waited for); the store refuses any other message whose name
+starts with ``review:``. When the wait ends without a decision (a timeout
+around the await, a cancellation), the workflow records ``ReviewAbandoned``
+for the round, and the store refuses decisions on it from then on.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from keepgoing._history import events as ev
 from keepgoing._runtime.instance import TaskSpec, WorkflowInstance
 from keepgoing._workflow.messages import WorkflowMessage, wait_for_message
 from keepgoing.errors import TaskFailedError
@@ -41,7 +49,7 @@ __all__ = [
 #: The reason of a ``TaskFailed`` whose attempt raised ``UncertainOutcome`` (store-written).
 UNCERTAIN = "uncertain"
 DECISIONS = ("approve", "retry", "fail")
-_PREFIX = "review:"
+_PREFIX = ev.REVIEW_PREFIX
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,13 @@ async def settle_uncertain(
     operation_id = spec.operation_id or f"op-{instance.run_id}-{cmd}"
     again = dataclasses.replace(spec, operation_id=operation_id)
     while True:
-        found = await _decision(operation_id, cmd)
+        try:
+            found = await _decision(operation_id, cmd)
+        except BaseException:
+            # A timeout around the await, a cancelled branch or run: the workflow no
+            # longer waits, and the store refuses decisions on this round from now on.
+            instance.mark(ev.ReviewAbandoned(cmd=cmd, operation_id=operation_id))
+            raise
         if found.decision == "approve":
             return found.result
         if found.decision == "fail":

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps
-from keepgoing._store.stops import blames_task, describe
+from keepgoing._store.stops import counts_as_loss, describe
 from keepgoing.cli._common import add_row
 
 __all__ = ["Attempt", "Step", "Timeline", "build", "render", "steps_table"]
@@ -118,8 +118,10 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
     elif isinstance(e, ev.TaskAttemptFailed):
         step = t.steps.get(e.cmd) or t.steps.setdefault(e.cmd, Step(e.cmd, e.name, e.at, 0))
         why = describe(e.reason, e.cause, e.actor, e.via) or ""
-        if why and e.reason == "worker_lost" and not blames_task(e.cause):
+        if why and e.reason == "worker_lost" and not counts_as_loss(e.reason, e.cause):
             why += " (not counted against max_worker_losses)"
+        elif why and e.reason == "released" and counts_as_loss(e.reason, e.cause):
+            why += " (counted against max_worker_losses)"
         step.attempts.append(
             Attempt(e.attempt, e.worker, e.started_at, e.at, e.reason, _error(e.error), why)
         )

@@ -41,6 +41,10 @@ def _show(found: Operation) -> None:
         console.print(
             "  waiting for review: keepgoing review <id> approve|retry|fail", markup=False
         )
+    elif found.abandoned_at is not None:
+        console.print(
+            "  the workflow stopped waiting for a review: no decision reaches it", markup=False
+        )
     for r in found.reviews:
         why = f" ({r['reason']})" if r["reason"] else ""
         console.print(

@@ -13,7 +13,7 @@ import typer
 
 from keepgoing._store.startup import Opening
 from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
-from keepgoing._worker import process
+from keepgoing._worker import process, signals
 from keepgoing._worker.loader import load_file, task_queues_from_env
 from keepgoing._worker.redact import install_log_redaction, install_stream_redaction
 from keepgoing._worker.settings import WorkerSettings
@@ -128,12 +128,17 @@ async def _serve(the_worker: Worker, connect_timeout: float | None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
-    def request_stop() -> None:
+    def request_stop(signum: int) -> None:
         stop.set()
-        the_worker.request_stop()
+        # Who sent it decides what the attempts it hands back count against.
+        reason = signals.stop_for(the_worker.worker_id, signum, signals.taken())
+        if not the_worker.stopping:
+            log.info("worker %s stopping: %s", the_worker.worker_id, reason.detail)
+        the_worker.request_stop(reason)
 
+    signals.watch()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, request_stop)
+        loop.add_signal_handler(sig, request_stop, sig)
     try:
         if not await Opening(the_worker.store, timeout=connect_timeout).wait(stop):
             log.info("worker %s stopped before the store was reachable", the_worker.worker_id)

@@ -1,8 +1,10 @@
 """Tasks a hostile user writes: they call sys.exit, raise KeyboardInterrupt, kill their
-process, hold the GIL for seconds, or hang forever in a thread."""
+process, hold the GIL for seconds, hang forever in a thread, raise exceptions that
+cannot be described, or raise UncertainOutcome from inside a TaskGroup."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import re
@@ -102,6 +104,60 @@ def healthy(key: str) -> str:
     return f"healthy {key}"
 
 
+class _Unprintable(Exception):
+    """``str()`` raises; so does ``repr()``."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text for you")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr either")
+
+
+class _NotText(Exception):
+    def __str__(self) -> str:
+        return 42  # type: ignore[return-value]  # noqa: PLE0307
+
+
+class _ExitsWhenPrinted(Exception):
+    def __str__(self) -> str:
+        raise SystemExit("printing me exits")
+
+
+@keepgoing.task()  # retries=0: one attempt, then the step fails
+def unprintable(key: str) -> str:
+    record("start", "unprintable", key, attempt())
+    raise _Unprintable()
+
+
+@keepgoing.task()
+def not_text(key: str) -> str:
+    record("start", "not_text", key, attempt())
+    raise _NotText()
+
+
+@keepgoing.task()
+async def exits_when_printed(key: str) -> str:
+    record("start", "exits_when_printed", key, attempt())
+    raise _ExitsWhenPrinted()
+
+
+@keepgoing.task(retries=3)
+async def uncertain_in_group(key: str) -> str:
+    record("start", "uncertain_in_group", key, attempt())
+
+    async def write() -> None:
+        raise keepgoing.UncertainOutcome(f"the write for {key} may have happened")
+
+    async def other() -> None:
+        raise ValueError("and something else went wrong")
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(write())
+        group.create_task(other())
+    return "never"
+
+
 @keepgoing.workflow
 async def run_one(task: str, key: str) -> str:
     steps = {
@@ -113,6 +169,10 @@ async def run_one(task: str, key: str) -> str:
         "hangs": hangs,
         "healthy": healthy,
         "waits": waits,
+        "unprintable": unprintable,
+        "not_text": not_text,
+        "exits_when_printed": exits_when_printed,
+        "uncertain_in_group": uncertain_in_group,
     }
     return str(await steps[task](key))
 

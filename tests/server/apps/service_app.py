@@ -90,3 +90,15 @@ async def broken() -> None:
 async def parent(n: int) -> list:
     handles = [await start_child(sum_two, {"a": i, "b": i}) for i in range(n)]
     return [await h for h in handles]
+
+
+@workflow
+async def unsure_with_deadline(key: str, seconds: float) -> str:
+    """Waits at most ``seconds`` for the uncertain step's review, then moves on and
+    waits for ``finish`` (its run stays open)."""
+    try:
+        outcome = await asyncio.wait_for(unsure_write(key), seconds)
+    except TimeoutError:
+        outcome = "gave up"
+    await wait_for_message("finish")
+    return outcome

@@ -10,16 +10,21 @@ refused with 409 ``worker_not_killable`` naming why, and the refusal is audited
 record. Each kill is audited (``worker.kill``) with the caller as its actor, and
 recorded as a stop of that worker before the signal (``_worker/stopping.py``),
 so the attempts it loses carry the cause ``killed_by_request`` and count
-against no limit.
+against no limit, unless the request came from the worker's own process or a
+descendant of it (found from the request's connection, ``_procinfo.peer_pid``):
+a task killing its own worker is ``stopped_by_task`` and counts against its
+``max_worker_losses`` (``_store/stops.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from keepgoing._procinfo import peer_pid
 from keepgoing._server.auth import Principal, require
 from keepgoing._server.context import ServerContext, context
 from keepgoing._server.errors import ApiError
@@ -78,10 +83,12 @@ async def _kill(
     run: RunRecord | None = None,
     cmd: int | None = None,
     via: str = "api",
+    origin: int | None = None,
 ) -> KillResult:
     # The stop is recorded before the signal, so the reaper that takes the
-    # worker's attempts knows the loss was asked for (``_store/stops.py``).
-    stop = WorkerStop(worker.worker_id, KILLED_BY_REQUEST, who.kind, who.id, via)
+    # worker's attempts knows the loss was asked for (``_store/stops.py``); the
+    # store traces it to the task when ``origin`` is the worker's own process.
+    stop = WorkerStop(worker.worker_id, KILLED_BY_REQUEST, who.kind, who.id, via, origin_pid=origin)
     try:
         killed = await kill_recorded(ctx.store, worker, stop, ctx.clock.now())
     except process.NotKillable as exc:
@@ -136,6 +143,16 @@ async def _audit(
     )
 
 
+async def _requester(request: Request) -> int | None:
+    """The process on this machine that sent ``request``, if it can be found (a scan
+    of ``/proc``, on a thread: the event loop goes on)."""
+    client, server = request.client, request.scope.get("server")
+    if client is None or not server or not client.port:
+        return None
+    peer, local = (client.host, client.port), (str(server[0]), int(server[1]))
+    return await asyncio.to_thread(peer_pid, peer, local)
+
+
 async def _worker(ctx: ServerContext, worker_id: str) -> WorkerRecord:
     for worker in await ctx.store.list_workers():
         if worker.worker_id == worker_id:
@@ -161,12 +178,15 @@ async def kill_worker(
     registered pid once it is checked to still be that worker (permission
     `workers.kill` or `admin`). Its attempts are retried on other workers, as after
     any crash, and each such loss is recorded with cause `killed_by_request` and the
-    caller as its actor: it does not count against the task's `max_worker_losses`.
-    A worker on another host, or inside another program, is a 409
+    caller as its actor: it does not count against the task's `max_worker_losses`,
+    unless the request comes from that worker's own process or a descendant of it
+    (a task killing its own worker): then the cause is `stopped_by_task`, which
+    counts. A worker on another host, or inside another program, is a 409
     `worker_not_killable` whose `details.reason` says why."""
     ctx = context(request)
     via = body.via if body is not None else "api"
-    return await _kill(ctx, principal, await _worker(ctx, worker_id), via=via)
+    worker = await _worker(ctx, worker_id)
+    return await _kill(ctx, principal, worker, via=via, origin=await _requester(request))
 
 
 @router.post(
@@ -202,4 +222,6 @@ async def kill_run_worker(
     current = max(rows, key=lambda t: (t.started_at or 0.0, t.cmd))
     assert current.lease_owner is not None
     worker = await _worker(ctx, current.lease_owner)
-    return await _kill(ctx, principal, worker, run, current.cmd, body.via)
+    return await _kill(
+        ctx, principal, worker, run, current.cmd, body.via, await _requester(request)
+    )

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, encode
 from keepgoing._store import records as rec
-from keepgoing._store.sql import messaging, versions
+from keepgoing._store.sql import messaging, reviews, versions
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.transitions import PARENT_ENDED
@@ -212,6 +212,8 @@ def _apply_messaging(
             "ON CONFLICT (run_id, change_id) DO NOTHING",
             (run_id, command.change_id, now),
         )
+    elif isinstance(command, ev.ReviewAbandoned):
+        reviews.abandon_review(conn, run_id, command, now)
     elif isinstance(command, ev.EventWaitCancelled):
         # An event matched to a wait the workflow gave up on stays available.
         conn.execute(
@@ -249,6 +251,7 @@ def _continue_as_new(
             parent_run_id=old.parent_run_id,
             parent_cmd=parent_cmd,
             continued_from=run_id,
+            revision_of=run_id,  # the successor finishes on the code the run had
         ),
     )
 

@@ -65,7 +65,7 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
         (worker_id,),
     )
     error = ev.ErrorInfo(type="keepgoing.Released", message="the worker shut down")
-    stamp = release_stamp(stops_of(conn, worker_id)) if keys else None
+    stops = stops_of(conn, worker_id) if keys else []
     released = 0
     for key in keys:
         # The run's row first, then check the attempt is still ours (a reaper
@@ -76,6 +76,7 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
             "AND lease_owner = ?",
             (key.run_id, key.cmd, worker_id),
         ).fetchone():
+            stamp = release_stamp(stops, (key.run_id, key.cmd))
             fail_attempt(conn, key.run_id, key.cmd, "released", error, worker_id, now, stamp)
             released += 1
     conn.execute(
@@ -86,10 +87,11 @@ def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
 
 
 class Beat(NamedTuple):
-    """What a heartbeat did: the attempt leases still held, and how many it handed back."""
+    """What a heartbeat did: the attempt leases still held, and whether the worker
+    holds attempts it did not name that :func:`hand_back_unknown` is to hand back."""
 
     held: set[tuple[str, int]]
-    released: int
+    unknown: bool
 
 
 def heartbeat(
@@ -121,23 +123,22 @@ def heartbeat(
             f"WHERE status = 'running' AND lease_owner = ?{only} RETURNING {columns(TaskKey)}",
             (now, lease_ttl, lease_ttl, worker_id, *(v for key in keys or () for v in key)),
         )
-    released = 0
+    unknown = False
     if keys is not None and known_through is not None:
-        released = _hand_back_unknown(conn, worker_id, set(keys), known_through, now)
+        unknown = bool(_unknown(conn, worker_id, set(keys), known_through))
     # A heartbeat from a worker marked lost (it was only frozen) makes it live again.
     conn.execute(
         "UPDATE workers SET heartbeat_at = ?, lost_at = NULL, lost_reason = NULL "
         "WHERE worker_id = ?",
         (now, worker_id),
     )
-    return Beat({(r.run_id, r.cmd) for r in held}, released)
+    return Beat({(r.run_id, r.cmd) for r in held}, unknown)
 
 
-def _hand_back_unknown(
-    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float, now: float
-) -> int:
-    """Hand back the attempts ``worker_id`` holds, claimed before ``before``, that it
-    does not run: claims whose commit answer it never got (see ``Store.heartbeat``)."""
+def _unknown(
+    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float
+) -> list[TaskKey]:
+    """The attempts ``worker_id`` holds, claimed before ``before``, that it does not run."""
     rows = every(
         conn,
         TaskKey,
@@ -145,14 +146,32 @@ def _hand_back_unknown(
         "AND started_at < ?",
         (worker_id, before),
     )
+    return [key for key in rows if (key.run_id, key.cmd) not in known]
+
+
+def hand_back_unknown(
+    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float, now: float
+) -> int:
+    """Hand back the attempts ``worker_id`` holds, claimed before ``before``, that it
+    does not run: claims whose commit answer it never got (see ``Store.heartbeat``).
+
+    Its own write, never a heartbeat's: it appends history, so it commits durably."""
+    rows = _unknown(conn, worker_id, known, before)
     error = ev.ErrorInfo(
         type="keepgoing.Released",
         message="the worker never heard back from the commit that claimed this attempt",
     )
     released = 0
     for key in rows:
-        if (key.run_id, key.cmd) in known or not _lock_run_or_skip(conn, key.run_id):
-            continue  # one it runs; or its run is being written: the next beat
+        if not _lock_run_or_skip(conn, key.run_id):
+            continue  # its run is being written: the next beat
+        still = conn.execute(
+            "SELECT 1 FROM tasks WHERE run_id = ? AND cmd = ? AND status = 'running' "
+            "AND lease_owner = ? AND started_at < ?",
+            (key.run_id, key.cmd, worker_id, before),
+        ).fetchone()
+        if not still:
+            continue  # ended or taken since the read above
         fail_attempt(conn, key.run_id, key.cmd, "released", error, worker_id, now)
         released += 1
     return released
@@ -242,7 +261,11 @@ def reap_expired_leases(
             if owner not in stops:
                 stops[owner] = stops_of(conn, owner)
             stamp = loss_stamp(
-                stops[owner], lease_expires_at=t.lease_expires_at, owner_alive=state, now=now
+                stops[owner],
+                lease_expires_at=t.lease_expires_at,
+                owner_alive=state,
+                now=now,
+                key=(t.run_id, t.cmd),
             )
             if stamp is None:
                 continue  # a stop of its worker is being signalled: the next sweep

@@ -18,7 +18,12 @@ from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.dialect import lock_key
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.transitions import error_of
-from keepgoing.errors import RunNotFoundError, WorkflowAlreadyRunningError, WorkflowNotRunningError
+from keepgoing.errors import (
+    InvalidRequestError,
+    RunNotFoundError,
+    WorkflowAlreadyRunningError,
+    WorkflowNotRunningError,
+)
 
 
 class _Event(NamedTuple):
@@ -91,7 +96,7 @@ def send_from_workflow(
     )
     try:
         message_id = send_message(conn, request)
-    except (RunNotFoundError, WorkflowNotRunningError) as exc:
+    except (RunNotFoundError, WorkflowNotRunningError, InvalidRequestError) as exc:
         ops.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, error=error_of(exc))], now)
         return
     ops.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, message_id=message_id)], now)
@@ -101,17 +106,21 @@ def start_child(
     conn: sqlite3.Connection, run: ops.RunRef, child: ev.ChildStarted, now: float
 ) -> None:
     run_id, workflow_id, queue = run.run_id, run.workflow_id, run.task_queue
+    child_queue = child.task_queue or queue
     request = rec.StartRequest(
         run_id=uuid.uuid4().hex,
         workflow_id=child.workflow_id,
         workflow_name=child.workflow_name,
         input=child.input,
-        task_queue=child.task_queue or queue,
+        task_queue=child_queue,
         code_version="",
         now=now,
         parent_workflow_id=workflow_id,
         parent_run_id=run_id,
         parent_cmd=child.cmd,
+        # On its parent's queue (its group), a child runs on its parent's revision;
+        # another group's revisions are numbered apart: there, that group's current one.
+        revision_of=run_id if child_queue == queue else None,
     )
     try:
         started = ops.start_run(conn, request)
@@ -205,6 +214,19 @@ def tell_parent(conn: sqlite3.Connection, run_id: str, now: float) -> None:
 
 # -- requests from callers ------------------------------------------------------------------
 def send_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
+    """Send a message; a name kept for review decisions is refused (they go through
+    ``reviews.decide_review``, which checks the round and records the decision)."""
+    if req.name.startswith(ev.REVIEW_PREFIX):
+        raise InvalidRequestError(
+            f"message name {req.name[:60]!r} starts with {ev.REVIEW_PREFIX!r}, kept for "
+            "review decisions: decide an uncertain operation with Client.review_operation, "
+            "POST /api/v1/operations/{id}/review or keepgoing review"
+        )
+    return deliver_message(conn, req)
+
+
+def deliver_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
+    """Append ``req`` to its open run (and audit it unless a workflow sent it)."""
     run = open_run(conn, req.workflow_id, req.run_id)
     message_id = uuid.uuid4().hex
     received = ev.MessageReceived(

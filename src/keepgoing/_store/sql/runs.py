@@ -181,6 +181,12 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
     )
     if open_run is not None:
         raise WorkflowAlreadyRunningError(req.workflow_id, open_run.run_id)
+    # A child or a successor keeps its parent's revision (where the parent is now,
+    # after a move too), so a run and the runs it starts finish on one code.
+    if req.revision_of is not None:
+        revision, of = "(SELECT group_revision FROM runs WHERE run_id = ?)", req.revision_of
+    else:
+        revision, of = "(SELECT revision FROM worker_groups WHERE task_queue = ?)", req.task_queue
     # The run's row as appending WorkflowStarted (seq 1, an input) leaves it,
     # written at once: one statement instead of an insert, a read and an update.
     row = one(
@@ -190,8 +196,7 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
         "code_version, created_at, updated_at, next_seq, last_input_seq, runnable, "
         "runnable_since, parent_workflow_id, parent_run_id, parent_cmd, continued_from, "
         "group_revision) "
-        "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?, "
-        "(SELECT revision FROM worker_groups WHERE task_queue = ?)) "
+        f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?, {revision}) "
         f"RETURNING {RUN_COLUMNS}",
         (
             req.run_id,
@@ -207,7 +212,7 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
             req.parent_run_id,
             req.parent_cmd,
             req.continued_from,
-            req.task_queue,
+            of,
         ),
     )
     assert row is not None

@@ -21,13 +21,15 @@ class _Stop(NamedTuple):
     via: str
     state: str
     recorded_at: float
+    blame_run_id: str | None
+    blame_cmd: int | None
 
 
 def record_stop(conn: sqlite3.Connection, stop: rec.WorkerStop, now: float) -> int:
     conn.execute("DELETE FROM worker_stops WHERE recorded_at < ?", (now - KEEP,))
     cursor = conn.execute(
         "INSERT INTO worker_stops (worker_id, cause, actor_kind, actor_id, via, detail, state, "
-        "recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "recorded_at, blame_run_id, blame_cmd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             stop.worker_id,
             stop.cause,
@@ -37,6 +39,8 @@ def record_stop(conn: sqlite3.Connection, stop: rec.WorkerStop, now: float) -> i
             stop.detail,
             "pending",
             now,
+            stop.blame_run_id,
+            stop.blame_cmd,
         ),
     )
     return int(cursor.lastrowid or 0)

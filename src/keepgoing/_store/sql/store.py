@@ -12,6 +12,9 @@ behind those two, how it opens and closes, how other processes are woken
 from __future__ import annotations
 
 import abc
+import dataclasses
+import os
+import socket
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -23,10 +26,13 @@ from keepgoing._history.events import (
     WorkflowContinuedAsNew,
     WorkflowFailed,
 )
+from keepgoing._procinfo import in_tree
+from keepgoing._runtime.context import current_task_context
 from keepgoing._store import records as rec
+from keepgoing._store import stops as stop_rules
 from keepgoing._store.protocol import Store
 from keepgoing._store.refused import name_refused
-from keepgoing._store.sql import commands, leases, messaging, stops, tasks, workers
+from keepgoing._store.sql import commands, leases, messaging, reviews, stops, tasks, workers
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql import versions as versions_sql
 from keepgoing._store.sql.auth import SqlAuthMixin
@@ -226,9 +232,16 @@ class SqlStore(
     ) -> set[tuple[str, int]]:
         self._refresh_liveness()
         beat: leases.Beat = await self._write_lease(
-            lambda c: leases.heartbeat(c, worker_id, lease_ttl, now, attempts, runs, known_through),
-            lambda beat: beat.released > 0,  # handed-back attempts are due again
+            lambda c: leases.heartbeat(c, worker_id, lease_ttl, now, attempts, runs, known_through)
         )
+        if beat.unknown and attempts is not None and known_through is not None:
+            # A hand-back appends history: a write of its own, committed durably (the
+            # heartbeat's commit, lease writes only, may skip the fsync).
+            known, before = set(attempts), known_through
+            await self._write(
+                lambda c: leases.hand_back_unknown(c, worker_id, known, before, now),
+                lambda released: released > 0,  # handed-back attempts are due again
+            )
         return beat.held
 
     async def fire_due_timers(self, *, now: float, limit: int) -> int:
@@ -251,6 +264,10 @@ class SqlStore(
     # -- messages, events, cancellation, lineage, audit -----------------------------
     async def send_message(self, request: rec.MessageRequest) -> str:
         message_id: str = await self._write(lambda c: messaging.send_message(c, request), True)
+        return message_id
+
+    async def decide_review(self, request: rec.ReviewRequest) -> str:
+        message_id: str = await self._write(lambda c: reviews.decide_review(c, request), True)
         return message_id
 
     async def publish_event(self, request: rec.EventRequest) -> rec.EventPublished:
@@ -292,8 +309,39 @@ class SqlStore(
         await self._write(lambda c: leases.deregister_worker(c, worker_id))
 
     async def record_worker_stop(self, stop: rec.WorkerStop, *, now: float) -> int:
+        stop = await self._traced(stop)
         stop_id: int = await self._write(lambda c: stops.record_stop(c, stop, now))
         return stop_id
+
+    async def _traced(self, stop: rec.WorkerStop) -> rec.WorkerStop:
+        """``stop`` traced to the task that asked for it, if it is the stopped worker's
+        own doing (``_store/stops.py``): from inside one of its attempts, or from its
+        process or a descendant of it on this machine."""
+        if stop.cause in stop_rules.BY_TASK:
+            return stop
+        ctx = current_task_context()
+        attempt = (ctx.worker_id, ctx.run_id, ctx.cmd) if ctx is not None else None
+        from_worker = False
+        if attempt is None or attempt[0] != stop.worker_id:
+            workers = await self.list_workers()
+            target = next((w for w in workers if w.worker_id == stop.worker_id), None)
+            if target is not None and target.host == socket.gethostname():
+                identity = target.info.get("process")
+                ticks = identity.get("start_ticks") if isinstance(identity, dict) else None
+                origin = stop.origin_pid or os.getpid()
+                from_worker = in_tree(origin, target.pid, ticks if isinstance(ticks, int) else None)
+        found = stop_rules.traced(
+            stop.worker_id, stop.cause, stop.detail, attempt=attempt, from_worker=from_worker
+        )
+        if found is None:
+            return stop
+        return dataclasses.replace(
+            stop,
+            cause=found.cause,
+            detail=found.detail,
+            blame_run_id=found.blame_run_id or stop.blame_run_id,
+            blame_cmd=found.blame_cmd if found.blame_run_id else stop.blame_cmd,
+        )
 
     async def settle_worker_stop(self, stop_id: int, *, signalled: bool) -> None:
         # Wakes the services: a sweep may have left the worker's attempts for this.
