@@ -111,6 +111,6 @@ async def test_a_lost_worker_serves_nothing_and_counts_in_no_queue(store: Store)
     await _alive(store, "w2", info=info, queues=["other"])
     assert await store.mark_lost_workers(now=NOW + 30) == 1
     everyone = await store.list_workers()
-    assert served_workflows(everyone, NOW + 30) == {("wf", "other")}
+    assert served_workflows(everyone, NOW + 30).pairs == {("wf", "other")}
     queues = {q["queue"]: q["workers"] for q in await queue_summary(store, NOW + 30)}
     assert queues == {"other": 1}

@@ -20,7 +20,7 @@ from keepgoing._history.events import (
 )
 from keepgoing._store.inspect_protocol import RunFilter
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import CancelRequest, MessageRequest
+from keepgoing._store.records import CancelRequest, ReviewRequest
 from keepgoing._store.trouble import MARKERS, Trouble, markers, run_state
 
 from ._builders import (
@@ -117,8 +117,16 @@ async def _wait(store: Store, run_id: str, cmd: int, name: str, now: float) -> N
 
 
 async def _send(store: Store, workflow_id: str, name: str, now: float) -> None:
+    """A reviewer's decision on round 1: through the store's one review path, which
+    sends it as the message ``name`` (``review:<operation id>``)."""
     decision = {"decision": "approve", "cmd": 1, "result": {"v": 4}}
-    await store.send_message(MessageRequest(workflow_id, name, decision, "user", "rev", now))
+    operation_id = name.removeprefix("review:")
+    run_id = operation_id.removeprefix("op-").rsplit("-", 1)[0]
+    await store.decide_review(
+        ReviewRequest(
+            operation_id, workflow_id, run_id, 1, "approve", decision, "", "user", "rev", now
+        )
+    )
 
 
 async def test_a_review_wait_is_a_state_until_its_decision_arrives(store: Store) -> None:

@@ -15,6 +15,7 @@ import keepgoing
 from keepgoing._client import orchestrator as background
 from keepgoing._client.deploy import build_plan
 from keepgoing._store.records import WorkerRecord
+from keepgoing._workflow.registry import registry
 
 SEED_QUEUE = "chalkcompute-workflows.wf-score-batch"
 PIPELINE = textwrap.dedent(
@@ -140,6 +141,8 @@ def test_a_producers_triggers_read_the_catalog_and_groups_once(
         return background.OrchestratorState(True, 1, url, Path("."), Path("x.log"))
 
     monkeypatch.setattr(background, "ensure_orchestrator", ensure)
+    # Started by a name this process never imported (another test may have).
+    monkeypatch.delitem(registry.workflows, "score_batch", raising=False)
     for n in range(50):
         deployed.trigger_workflow(
             "score_batch", {"batch_id": f"b{n}", "rows": [n]}, task_queue="workflows.wf-score-batch"

@@ -143,6 +143,10 @@ def build_env(
                 "image": image.hash if image is not None else None,
                 "missing": sorted(missing if layered else packages),
                 "python": base,
+                # An environment on another interpreter links this installation's
+                # keepgoing in: another installation (another checkout, another
+                # version) gets an environment of its own.
+                "keepgoing": None if layered else str(Path(__file__).resolve().parents[1]),
             },
             sort_keys=True,
         ).encode()
