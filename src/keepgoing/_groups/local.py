@@ -238,14 +238,6 @@ class LocalBackend:
             self._reap(group)
             return sum(not r.stopping for r in self._replicas.get(group, []))
 
-    def running_revision(self, group: str, revision: int) -> int:
-        """How many replicas of ``revision`` of ``group`` run and are not stopping."""
-        with self._lock:
-            self._reap(group)
-            return sum(
-                not r.stopping and r.revision == revision for r in self._replicas.get(group, [])
-            )
-
     def close(self, grace: float = 15.0) -> None:
         """Stop every replica (SIGTERM, then SIGKILL after ``grace`` seconds)."""
         with self._lock:

@@ -44,6 +44,7 @@ from keepgoing._server.routes._common import (
     find_run,
 )
 from keepgoing._server.schemas import RunView
+from keepgoing._store.doorbell import WaitKey
 from keepgoing._store.records import TERMINAL, RunRecord
 
 __all__ = ["HEARTBEAT", "router"]
@@ -72,10 +73,6 @@ def _frame(event: str, data: Any, event_id: int | float | None = None) -> bytes:
 def _left(ends: float, poll: float) -> float:
     """How long to wait next: ``poll``, or less when the stream ends sooner."""
     return max(0.0, min(poll, ends - time.monotonic()))
-
-
-class _Waiter:
-    """A stream's identity for ``wait_for_change`` (weak-referable, unlike object())."""
 
 
 def _response(
@@ -153,7 +150,7 @@ async def stream_runs(
 
 
 async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes]:
-    store, key = ctx.store, _Waiter()
+    store, key = ctx.store, WaitKey()
     await store.wait_for_change(0, key)  # from here on no ring is missed
     ends = time.monotonic() + ctx.stream_max
     opened = ctx.clock.now() if resume is None else resume
@@ -234,7 +231,7 @@ async def stream_run(
 
 
 async def _history(ctx: ServerContext, run: RunRecord, after: int) -> AsyncIterator[bytes]:
-    store, key = ctx.store, _Waiter()
+    store, key = ctx.store, WaitKey()
     await store.wait_for_change(0, key)
     ends = time.monotonic() + ctx.stream_max
     quiet = time.monotonic()
