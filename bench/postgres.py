@@ -196,12 +196,9 @@ def _one_wakeup(client: Client, claims: IO[str]) -> float:
     return max(0.0, float(claimed) - runnable) * 1000
 
 
-class _WaiterKey:
-    """``wait_for_change`` keys are held weakly: a plain ``object()`` cannot be."""
-
-
 def probe(url: str) -> None:
     """A stripped worker: wait for a change, claim, print ``run_id time`` per claim."""
+    from keepgoing._store.doorbell import WaitKey  # noqa: PLC0415
     from keepgoing._store.url import store_from_url  # noqa: PLC0415
 
     async def main() -> None:
@@ -209,7 +206,7 @@ def probe(url: str) -> None:
         await store.open()
         await store.record_workflows(["one_step"], ["default"], time.time())
         print("ready", flush=True)
-        me = _WaiterKey()
+        me = WaitKey()
         while True:
             await store.wait_for_change(1.0, key=me)
             claims = await store.claim_activations(

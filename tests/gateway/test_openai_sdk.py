@@ -8,6 +8,7 @@ import json
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from ._fakes import Fake
 from ._support import ANTHROPIC_KEY, OPENAI_KEY, GatewayStack
@@ -392,8 +393,16 @@ def test_metrics_have_token_cost_and_latency_series_per_model(
     text = httpx.get(
         gateway_stack.url + "/metrics", headers={"Authorization": f"Bearer {root}"}
     ).text
-    labels = 'model="gpt-4o-mini",provider="oa"'
-    assert f'keepgoing_gateway_tokens_total{{{labels},direction="input"}}' in text
-    assert f"keepgoing_gateway_cost_usd_total{{{labels}}}" in text
-    assert f"keepgoing_gateway_latency_seconds_count{{{labels}}}" in text
-    assert f'keepgoing_gateway_calls_total{{{labels},outcome="ok"}}' in text
+    series = {
+        (s.name, frozenset(s.labels.items()))
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    labels = {("model", "gpt-4o-mini"), ("provider", "oa")}
+    assert (
+        "keepgoing_gateway_tokens_total",
+        frozenset({*labels, ("direction", "input")}),
+    ) in series
+    assert ("keepgoing_gateway_cost_usd_total", frozenset(labels)) in series
+    assert ("keepgoing_gateway_latency_seconds_count", frozenset(labels)) in series
+    assert ("keepgoing_gateway_calls_total", frozenset({*labels, ("outcome", "ok")})) in series

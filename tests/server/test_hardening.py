@@ -99,6 +99,27 @@ def test_a_change_from_another_origin_is_refused(open_stack: Stack) -> None:
         assert api.post("/api/v1/events", json=body).status_code == 202
 
 
+def test_a_host_port_of_other_digits_is_refused_not_a_crash() -> None:
+    """Headers are decoded as Latin-1, where ``\xb2`` (superscript two) is a digit to
+    ``str.isdigit`` but not to ``int``."""
+    assert not door.host_allowed("127.0.0.1:\xb2", 8711)
+    assert not door.host_allowed("[::1]:\xb2", 8711)
+    assert door.host_allowed("[::1]:8711", 8711)
+
+
+def test_a_raw_host_header_of_latin_1_bytes_is_403(open_stack: Stack) -> None:
+    host, port = "127.0.0.1", _port(open_stack)
+    with socket.create_connection((host, port), timeout=10) as sock:
+        sock.sendall(
+            b"GET /api/v1/runs HTTP/1.1\r\nHost: 127.0.0.1:\xb2\r\nConnection: close\r\n\r\n"
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+    assert b"host_not_allowed" in answer
+
+
 def test_a_server_without_auth_makes_and_revokes_no_tokens(open_stack: Stack) -> None:
     body = {"name": "someone", "kind": "user", "permissions": ["runs.read"]}
     with open_stack.api() as api:

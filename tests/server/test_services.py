@@ -75,7 +75,8 @@ def _served(stack: Stack, metric: str) -> int:
             f"{server.url}/metrics",  # type: ignore[attr-defined]
             headers={"Authorization": f"Bearer {stack.admin}"},
         ).text
-        total += int(next(line for line in text.splitlines() if line.startswith(metric)).split()[1])
+        line = next(line for line in text.splitlines() if line.startswith(metric))
+        total += int(float(line.split()[1]))
     return total
 
 

@@ -147,6 +147,35 @@ def test_sign_out_takes_the_form_field(bare: UiStack) -> None:
         assert answer.status_code == 303 and "Max-Age=0" in answer.headers["set-cookie"]
 
 
+def test_a_hostile_csrf_form_field_is_403_not_a_crash(bare: UiStack) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    with _signed_in(bare, bare.admin) as client:
+        for body in (
+            "csrf_token=%E2%82%AC",  # a character Latin-1 cannot hold
+            "csrf_token=%FF%FE",  # not UTF-8
+            f"csrf_token=bad&csrf_token={_csrf(client)}",  # the first value counts
+            "csrf_token",  # no value at all
+            "&" * 5000,  # many empty fields
+        ):
+            refused = client.post("/signout", content=body, headers=form)
+            assert refused.status_code == 403, (body[:40], refused.text)
+            assert refused.json()["code"] == "csrf_failed"
+        many = "&".join(f"f{i}=x" for i in range(3000)) + f"&csrf_token={_csrf(client)}"
+        answer = client.post("/signout", content=many, headers=form)
+        assert answer.status_code == 303, answer.text
+
+
+def test_sign_in_reads_its_form_fields_once_each(bare: UiStack) -> None:
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    with httpx.Client(base_url=bare.url, timeout=30) as client:
+        body = f"token={bare.admin}&next=%2Faudit&next=%2Felsewhere&token=wrong"
+        answer = client.post("/signin", content=body, headers=form)
+        assert answer.status_code == 303 and answer.headers["location"] == "/audit"
+    with httpx.Client(base_url=bare.url, timeout=30) as client:
+        blank = client.post("/signin", content=f"token={bare.admin}&next=", headers=form)
+        assert blank.status_code == 303 and blank.headers["location"] == "/"
+
+
 def test_sign_out_ends_the_session_on_the_server(bare: UiStack) -> None:
     """A copy of the cookie taken before signing out is worth nothing after it."""
     with _signed_in(bare, bare.admin) as client:

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from keepgoing import task, workflow
+from keepgoing._backoff import backoff
 from keepgoing._store.records import StartRequest, TaskClaim
 from keepgoing._store.sqlite import SqliteStore
 from keepgoing._worker.activation import NOTHING, Activator, FollowUp
 from keepgoing._worker.attempts import run_attempt
-from keepgoing._worker.backoff import backoff
 from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.settings import WorkerSettings
-from keepgoing._worker.worker import WorkerStats
+from keepgoing._worker.worker import STORE_BACKOFF_FIRST, WorkerStats
 from keepgoing._workflow.registry import registry
 from keepgoing.testing import FakeClock
 
@@ -198,10 +198,14 @@ async def test_an_attempt_past_its_deadline_times_out_at_once() -> None:
 def test_backoff_doubles_from_a_tenth_of_a_second_up_to_its_cap(jitter: float) -> None:
     for failures in range(1, 16):
         delay = min(2.0, 0.1 * 2 ** (failures - 1))
-        waits = [backoff(failures, cap=2.0, jitter=jitter) for _ in range(200)]
+        waits = [
+            backoff(failures - 1, base=STORE_BACKOFF_FIRST, cap=2.0, jitter=jitter)
+            for _ in range(200)
+        ]
         assert all((1.0 - jitter) * delay <= w <= delay for w in waits), failures
         assert len(set(waits)) > 1, "the delay is jittered"
-    assert backoff(0, cap=2.0, jitter=0.0) == 0.1  # a count of 0 is taken as the first
+    # a count of 0 failures is taken as the first
+    assert backoff(0 - 1, base=STORE_BACKOFF_FIRST, cap=2.0, jitter=0.0) == 0.1
 
 
 async def _claim_tasks(store: SqliteStore, clock: FakeClock, name: str) -> list[TaskClaim]:

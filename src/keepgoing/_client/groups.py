@@ -1,7 +1,7 @@
 """Worker groups from a client: the same operations on a store or over HTTP.
 
 :class:`GroupClient` is what :attr:`keepgoing.Client.groups` returns. In store
-mode it runs :mod:`keepgoing._groups.operations` on the store; with a server it
+mode it runs :mod:`keepgoing._groups.commands` on the store; with a server it
 calls ``/api/v1/groups`` (permissions ``groups.read``, ``groups.write``,
 ``groups.kill``).
 """
@@ -14,7 +14,7 @@ import urllib.parse
 from typing import TYPE_CHECKING
 
 from keepgoing._clock import system_clock
-from keepgoing._groups import operations as ops
+from keepgoing._groups import commands as ops
 from keepgoing._groups.registration import DeployPlan
 from keepgoing._groups.spec import GroupRevision
 from keepgoing._groups.upgrade import (

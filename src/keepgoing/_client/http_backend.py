@@ -14,7 +14,6 @@ What each call does and raises is documented once, on :class:`keepgoing.Client`.
 from __future__ import annotations
 
 import dataclasses
-import random
 import time
 import urllib.parse
 import uuid
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 
 from keepgoing import errors
+from keepgoing._backoff import backoff
 from keepgoing._client import operations
 from keepgoing._client.batch import (
     batch_lists,
@@ -178,8 +178,8 @@ class HttpBackend:
         raise AssertionError("unreachable")
 
     def _pause(self, attempt: int) -> None:
-        delay = min(self.backoff * 2**attempt, _MAX_BACKOFF)
-        time.sleep(delay * random.uniform(0.8, 1.2))
+        # From 20% under the delay to 20% over it: 1.2 * [2/3 d, d].
+        time.sleep(1.2 * backoff(attempt, base=self.backoff, cap=_MAX_BACKOFF, jitter=1 / 3))
 
     # -- runs -------------------------------------------------------------------------
     def start(self, request: Start) -> tuple[WorkflowRunHandle, StartWarning | None]:

@@ -38,6 +38,7 @@ from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
 from keepgoing._payload import check_message_payload
 from keepgoing._portal import Portal
+from keepgoing._store.doorbell import WaitKey
 from keepgoing._store.inspect_protocol import RunCursor, RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
@@ -257,7 +258,7 @@ class StoreBackend:
         the start commits, so the run's end cannot be missed and is not polled for."""
 
         async def start_and_wait() -> RunRecord:
-            key = _Waiter()
+            key = WaitKey()
             await self._store.wait_for_change(0, key)  # from here on no change is missed
             handle, _ = await self._start(
                 request.workflow,
@@ -276,7 +277,7 @@ class StoreBackend:
         workflow_id: str,
         run_id: str | None,
         timeout: float | None,
-        key: _Waiter | None = None,
+        key: WaitKey | None = None,
     ) -> RunRecord:
         """The run once it ends (or is blocked), woken by the store's change signal.
 
@@ -286,7 +287,7 @@ class StoreBackend:
         """
         deadline = None if timeout is None else system_clock.monotonic() + timeout
         if key is None:
-            key = _Waiter()
+            key = WaitKey()
             await self._store.wait_for_change(0, key)
         while True:
             run = await self._find(workflow_id, run_id)
@@ -545,10 +546,6 @@ class StoreBackend:
         if run is None:
             raise RunNotFoundError(f"no run has workflow id {workflow_id!r}")
         return run
-
-
-class _Waiter:
-    """A wait's identity for ``wait_for_change`` (a plain object() is not weak-referable)."""
 
 
 def _again(earlier: RunRecord, workflow_id: str | None, name: str) -> WorkflowRunHandle:

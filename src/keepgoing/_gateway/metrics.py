@@ -1,68 +1,50 @@
-"""The gateway's ``/metrics`` series, per (model that answered, provider), from the ledger.
+"""The gateway's ``/metrics`` families, per (model that answered, provider), from the ledger.
 
 Store-wide like the run series: every server sharing the store shows the same
-numbers. They are sums over the ledger (a grouped scan of ``gateway_calls``).
+numbers. They are sums over the ledger (a grouped scan of ``gateway_calls``),
+given to the server's one registry (:mod:`keepgoing._server.metrics`) as
+``prometheus_client`` families.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from prometheus_client.core import CounterMetricFamily, SummaryMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from keepgoing._store.gateway_protocol import ModelUsage
 
-__all__ = ["gateway_series"]
+__all__ = ["gateway_families"]
+
+_BY = ["model", "provider"]
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
-    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
-
-
-def gateway_series(rows: list[ModelUsage]) -> list[str]:
-    def labels(row: ModelUsage, extra: str = "") -> str:
-        text = f'model="{_label(row.model)}",provider="{_label(row.provider or "")}"'
-        return "{" + text + extra + "}"
-
-    lines = _family(
+def gateway_families(rows: list[ModelUsage]) -> list[Metric]:
+    calls = CounterMetricFamily(
         "keepgoing_gateway_calls_total",
-        "counter",
         "Model calls through the gateway, and those that failed or were refused.",
-        (
-            f"keepgoing_gateway_calls_total{labels(r, ',outcome=' + chr(34) + o + chr(34))} {n}"
-            for r in rows
-            for o, n in (("ok", r.calls - r.errors), ("error", r.errors))
-        ),
+        labels=[*_BY, "outcome"],
     )
-    lines += _family(
+    tokens = CounterMetricFamily(
         "keepgoing_gateway_tokens_total",
-        "counter",
         "Tokens of model calls, by direction (input, output).",
-        (
-            f"keepgoing_gateway_tokens_total{labels(r, ',direction=' + chr(34) + d + chr(34))} {n}"
-            for r in rows
-            for d, n in (("input", r.input_tokens), ("output", r.output_tokens))
-        ),
+        labels=[*_BY, "direction"],
     )
-    lines += _family(
+    cost = CounterMetricFamily(
         "keepgoing_gateway_cost_usd_total",
-        "counter",
         "What model calls cost, in US dollars, from the configured prices.",
-        (f"keepgoing_gateway_cost_usd_total{labels(r)} {float(r.cost)!r}" for r in rows),
+        labels=_BY,
     )
-    lines += _family(
+    latency = SummaryMetricFamily(
         "keepgoing_gateway_latency_seconds",
-        "summary",
         "How long model calls took, end to end.",
-        (
-            line
-            for r in rows
-            for line in (
-                f"keepgoing_gateway_latency_seconds_sum{labels(r)} {float(r.latency_sum)!r}",
-                f"keepgoing_gateway_latency_seconds_count{labels(r)} {r.calls}",
-            )
-        ),
+        labels=_BY,
     )
-    return lines
+    for row in rows:
+        by = [row.model, row.provider or ""]
+        calls.add_metric([*by, "ok"], row.calls - row.errors)
+        calls.add_metric([*by, "error"], row.errors)
+        tokens.add_metric([*by, "input"], row.input_tokens)
+        tokens.add_metric([*by, "output"], row.output_tokens)
+        cost.add_metric(by, float(row.cost))
+        latency.add_metric(by, count_value=row.calls, sum_value=float(row.latency_sum))
+    return [calls, tokens, cost, latency]

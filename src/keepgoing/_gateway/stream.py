@@ -23,6 +23,7 @@ from keepgoing._gateway.config import Target
 from keepgoing._gateway.ledger import Caller, estimate_tokens, kept
 from keepgoing._gateway.providers import ProviderError
 from keepgoing._gateway.requests import ChatRequest
+from keepgoing._sse import frame, raw_frame
 from keepgoing._store.gateway_protocol import GatewayCall
 
 if TYPE_CHECKING:
@@ -30,11 +31,12 @@ if TYPE_CHECKING:
 
 __all__ = ["DONE", "Relay", "meaningful", "replayed", "sse"]
 
-DONE = b"data: [DONE]\n\n"
+DONE = raw_frame("[DONE]")
 
 
 def sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+    """One chunk of the relayed stream, as an unnamed event."""
+    return frame(payload)
 
 
 def meaningful(chunk: dict[str, Any]) -> bool:

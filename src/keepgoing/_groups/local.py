@@ -52,6 +52,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from keepgoing._backoff import backoff
 from keepgoing._groups.envs import BuiltEnv, build_env
 from keepgoing._groups.replica_env import ReplicaAccess, replica_environment
 from keepgoing._groups.spec import GroupRevision, Instance, cpu_cores, memory_bytes
@@ -238,14 +239,6 @@ class LocalBackend:
             self._reap(group)
             return sum(not r.stopping for r in self._replicas.get(group, []))
 
-    def running_revision(self, group: str, revision: int) -> int:
-        """How many replicas of ``revision`` of ``group`` run and are not stopping."""
-        with self._lock:
-            self._reap(group)
-            return sum(
-                not r.stopping and r.revision == revision for r in self._replicas.get(group, [])
-            )
-
     def close(self, grace: float = 15.0) -> None:
         """Stop every replica (SIGTERM, then SIGKILL after ``grace`` seconds)."""
         with self._lock:
@@ -285,7 +278,7 @@ class LocalBackend:
                 if replica.proc.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL) and (
                     replica.ended_at - replica.started_at < _QUICK
                 ):
-                    delay = min(_MAX_BACKOFF, 2.0**failures)
+                    delay = backoff(failures, base=1.0, cap=_MAX_BACKOFF, jitter=0.0)
                     self._backoff[slot] = (failures + 1, time.monotonic() + delay)
                 elif replica.ended_at - replica.started_at >= _QUICK:
                     self._backoff.pop(slot, None)

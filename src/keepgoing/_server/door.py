@@ -23,6 +23,7 @@ import ipaddress
 import socket
 import urllib.parse
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from keepgoing._server.auth import ANONYMOUS, Unauthenticated, authenticate
@@ -98,7 +99,9 @@ def host_allowed(header: str, port: int | None) -> bool:
         name, _, given = header.partition(":")
     if not name or not is_loopback(name):
         return False
-    return given == "" or (given.isdigit() and port is not None and int(given) == port)
+    return given == "" or (
+        given.isascii() and given.isdigit() and port is not None and int(given) == port
+    )
 
 
 class Door:
@@ -112,7 +115,7 @@ class Door:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = Headers(scope=scope)
         state = scope.setdefault("state", {})
         if not self.ctx.auth:
             refusal = _foreign(scope, headers)
@@ -135,12 +138,12 @@ class Door:
         await self.app(scope, receive, send)
 
 
-def _bearer(headers: dict[str, str]) -> str | None:
+def _bearer(headers: Headers) -> str | None:
     scheme, _, credentials = headers.get("authorization", "").strip().partition(" ")
     return credentials.strip() or None if scheme.lower() == "bearer" else None
 
 
-def _foreign(scope: Scope, headers: dict[str, str]) -> tuple[str, str] | None:
+def _foreign(scope: Scope, headers: Headers) -> tuple[str, str] | None:
     """Why a request to a server without authentication is refused, or None."""
     server = scope.get("server")
     port = int(server[1]) if server and server[1] is not None else None

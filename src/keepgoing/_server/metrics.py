@@ -1,15 +1,25 @@
-"""``/metrics`` in the Prometheus text format (version 0.0.4).
+"""``/metrics`` in the Prometheus text format (version 0.0.4), by ``prometheus_client``.
 
 Store-wide views (runs by status, queue depth, workers, step latency, lease
-expiries) are the same whichever server is scraped; the ``keepgoing_server_*``
-series are this process's own (its orchestrator and its HTTP requests).
+expiries, the gateway's ledger) are the same whichever server is scraped; the
+``keepgoing_server_*`` series are this process's own (its orchestrator and its
+HTTP requests). Each scrape reads the store once and hands every family, the
+gateway's too, to one registry that ``generate_latest`` writes out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterator
 
-from keepgoing._gateway.metrics import gateway_series
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
+from prometheus_client.metrics_core import Metric
+
+from keepgoing._gateway.metrics import gateway_families
 from keepgoing._server.context import ServerContext
 from keepgoing._store.observe_protocol import STEP_BUCKETS
 
@@ -20,110 +30,90 @@ STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued
 _QUEUE_KINDS = ("runnable_runs", "ready_tasks", "delayed_tasks", "running_tasks")
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class _Scrape:
+    """One scrape's families, read from the store before the registry collects them."""
 
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
 
-def _number(value: float) -> str:
-    return repr(float(value)) if isinstance(value, float) else str(value)
-
-
-def _family(name: str, kind: str, help_text: str, samples: Iterable[str]) -> list[str]:
-    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
 
 
 async def render(ctx: ServerContext) -> str:
+    families = await _store_families(ctx)
+    families += gateway_families(await ctx.store.gateway_usage_by_model())
+    families += _server_families(ctx)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Scrape(families))
+    return generate_latest(registry).decode()
+
+
+async def _store_families(ctx: ServerContext) -> list[Metric]:
     store = ctx.store
     counts = await store.run_counts()
     depths = await store.queue_depths(ctx.clock.now())
     workers = [w for w in await store.list_workers() if w.lost_at is None]
     steps = await store.step_metrics()
-    lines: list[str] = []
-    lines += _family(
-        "keepgoing_runs",
-        "gauge",
-        "Runs by status.",
-        (f'keepgoing_runs{{status="{s}"}} {counts.get(s, 0)}' for s in STATUSES),
-    )
-    lines += _family(
+    runs = GaugeMetricFamily("keepgoing_runs", "Runs by status.", labels=["status"])
+    for status in STATUSES:
+        runs.add_metric([status], counts.get(status, 0))
+    depth = GaugeMetricFamily(
         "keepgoing_queue_depth",
-        "gauge",
         "Work waiting on each queue: runnable runs plus ready tasks.",
-        (f'keepgoing_queue_depth{{queue="{_label(q.queue)}"}} {q.depth}' for q in depths),
+        labels=["queue"],
     )
-    lines += _family(
+    items = GaugeMetricFamily(
         "keepgoing_queue_items",
-        "gauge",
         "Queue contents by kind (runnable_runs, ready_tasks, delayed_tasks, running_tasks).",
-        (
-            f'keepgoing_queue_items{{queue="{_label(q.queue)}",kind="{k}"}} {getattr(q, k)}'
-            for q in depths
-            for k in _QUEUE_KINDS
-        ),
+        labels=["queue", "kind"],
     )
-    lines += _family(
-        "keepgoing_workers",
-        "gauge",
-        "Live registered workers.",
-        [f"keepgoing_workers {len(workers)}"],
-    )
-    lines += _family(
+    for q in depths:
+        depth.add_metric([q.queue], q.depth)
+        for kind in _QUEUE_KINDS:
+            items.add_metric([q.queue, kind], getattr(q, kind))
+    live = GaugeMetricFamily("keepgoing_workers", "Live registered workers.", value=len(workers))
+    hung = GaugeMetricFamily(
         "keepgoing_worker_hung_threads",
-        "gauge",
         "Threads still running a sync task body whose attempt timed out, per worker.",
-        (
-            f'keepgoing_worker_hung_threads{{worker="{_label(w.worker_id)}"}} '
-            f"{int(w.info.get('hung_threads', 0) or 0)}"
-            for w in workers
-        ),
+        labels=["worker"],
     )
-    buckets = [
-        f'keepgoing_step_duration_seconds_bucket{{le="{le:g}"}} {n}'
-        for le, n in zip(STEP_BUCKETS, steps.buckets, strict=True)
-    ]
-    buckets += [
-        f'keepgoing_step_duration_seconds_bucket{{le="+Inf"}} {steps.count}',
-        f"keepgoing_step_duration_seconds_sum {_number(steps.total_seconds)}",
-        f"keepgoing_step_duration_seconds_count {steps.count}",
-    ]
-    lines += _family(
+    for w in workers:
+        hung.add_metric([w.worker_id], int(w.info.get("hung_threads", 0) or 0))
+    buckets = [(f"{le:g}", n) for le, n in zip(STEP_BUCKETS, steps.buckets, strict=True)]
+    duration = HistogramMetricFamily(
         "keepgoing_step_duration_seconds",
-        "histogram",
         "How long completed steps took (the successful attempt).",
-        buckets,
+        buckets=[*buckets, ("+Inf", steps.count)],
+        sum_value=steps.total_seconds,
     )
-    lines += _family(
+    expiries = CounterMetricFamily(
         "keepgoing_lease_expiries_total",
-        "counter",
         "Task attempts recovered because their worker stopped renewing its lease.",
-        [f"keepgoing_lease_expiries_total {steps.lease_expiries}"],
+        value=steps.lease_expiries,
     )
-    lines += gateway_series(await store.gateway_usage_by_model())
-    lines += _server_series(ctx)
-    return "\n".join(lines) + "\n"
+    return [runs, depth, items, live, hung, duration, expiries]
 
 
-def _server_series(ctx: ServerContext) -> list[str]:
+def _server_families(ctx: ServerContext) -> list[Metric]:
     stats = ctx.orchestrator.stats if ctx.orchestrator is not None else None
-    lines = _family(
-        "keepgoing_server_timers_fired_total",
-        "counter",
-        "Timers this server process fired.",
-        [f"keepgoing_server_timers_fired_total {stats.timers_fired if stats else 0}"],
-    )
-    lines += _family(
-        "keepgoing_server_leases_reaped_total",
-        "counter",
-        "Expired task leases this server process reaped.",
-        [f"keepgoing_server_leases_reaped_total {stats.leases_reaped if stats else 0}"],
-    )
-    lines += _family(
+    requests = CounterMetricFamily(
         "keepgoing_server_http_requests_total",
-        "counter",
         "HTTP requests this server process answered, by status.",
-        (
-            f'keepgoing_server_http_requests_total{{status="{status}"}} {n}'
-            for status, n in sorted(ctx.counters.requests.items())
-        ),
+        labels=["status"],
     )
-    return lines
+    for status, n in sorted(ctx.counters.requests.items()):
+        requests.add_metric([str(status)], n)
+    return [
+        CounterMetricFamily(
+            "keepgoing_server_timers_fired_total",
+            "Timers this server process fired.",
+            value=stats.timers_fired if stats else 0,
+        ),
+        CounterMetricFamily(
+            "keepgoing_server_leases_reaped_total",
+            "Expired task leases this server process reaped.",
+            value=stats.leases_reaped if stats else 0,
+        ),
+        requests,
+    ]

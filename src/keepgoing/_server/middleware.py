@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keepgoing._clock import system_clock
@@ -36,8 +37,10 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = self.ctx.max_body
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and not (
+            declared.isascii() and declared.isdigit() and int(declared) <= limit
+        ):
             response = error_response(413, "payload_too_large", _too_large(limit))
             await response(scope, receive, send)
             return

@@ -17,7 +17,18 @@ import tempfile
 import threading
 import weakref
 
-__all__ = ["Doorbell", "LocalBell"]
+__all__ = ["Doorbell", "LocalBell", "WaitKey"]
+
+
+class WaitKey:
+    """One waiter's identity across its waits on ``wait_for_change``.
+
+    The bell remembers, by weak reference, the count each key last saw, so a
+    key must be weak-referable (a plain ``object()`` is not) and its memory
+    goes when the waiter drops it.
+    """
+
+    __slots__ = ("__weakref__",)
 
 
 class LocalBell:

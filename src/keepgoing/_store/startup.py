@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 
+from keepgoing._backoff import backoff
 from keepgoing._store.protocol import Store
 from keepgoing._store.url import redact_url
 from keepgoing.errors import StoreError
@@ -33,7 +33,6 @@ log = logging.getLogger("keepgoing.store")
 
 _BASE = 0.1  # first retry after up to 0.1 s, doubling ...
 _CAP = 2.0  # ... up to 2 s: a database that is back is seen within 2 s
-_jitter = random.Random()
 
 
 class StoreUnavailableError(StoreError):
@@ -47,9 +46,8 @@ def first_line(exc: BaseException) -> str:
 
 
 def _delay(attempt: int) -> float:
-    """Jittered exponential backoff: uniform in [d/2, d], d = min(cap, base * 2**attempt)."""
-    ceiling = min(_CAP, _BASE * 2 ** min(attempt, 20))
-    return _jitter.uniform(ceiling / 2, ceiling)
+    """From half the delay to all of it: d = min(cap, base * 2**attempt)."""
+    return backoff(attempt, base=_BASE, cap=_CAP, jitter=0.5)
 
 
 class Opening:

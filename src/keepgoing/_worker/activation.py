@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from keepgoing import _tracing as tracing
+from keepgoing._backoff import backoff
 from keepgoing._clock import Clock
 from keepgoing._history import events as ev
 from keepgoing._payload import safe_text
@@ -34,7 +35,6 @@ from keepgoing._store.records import (
     TaskClaim,
     TaskOutcome,
 )
-from keepgoing._worker.backoff import backoff
 from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing.errors import NondeterminismError, StoreError
@@ -51,6 +51,7 @@ log = logging.getLogger("keepgoing.worker")
 ACTIVATION_ATTEMPTS = 5
 """Consecutive failed activations of a run after which it is blocked with the error."""
 
+BACKOFF_FIRST = 0.1  # seconds: the delay after the first failure, before jitter
 BACKOFF_CAP = 5.0  # seconds
 
 
@@ -413,7 +414,7 @@ def _trace_run_end(instance: WorkflowInstance, commands: list[ev.Event]) -> None
 
 def _backoff(failures: int) -> float:
     """From half the delay to all of it: a failed activation always waits a little."""
-    return backoff(failures, cap=BACKOFF_CAP, jitter=0.5)
+    return backoff(failures - 1, base=BACKOFF_FIRST, cap=BACKOFF_CAP, jitter=0.5)
 
 
 def _stale(instance: WorkflowInstance, events: list[ev.Event]) -> bool:

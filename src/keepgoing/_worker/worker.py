@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from keepgoing._backoff import backoff
 from keepgoing._clock import Clock, system_clock
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
@@ -34,7 +35,6 @@ from keepgoing._store.stops import HUNG_RESTART, SHUTDOWN, engine_stop
 from keepgoing._worker import process
 from keepgoing._worker.activation import NOTHING, Activator, FollowUp
 from keepgoing._worker.attempts import failed_outcome, run_attempt
-from keepgoing._worker.backoff import backoff
 from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.claims import ClaimWindow
 from keepgoing._worker.orchestrator import Orchestrator
@@ -48,6 +48,7 @@ __all__ = ["Worker", "WorkerStats"]
 
 log = logging.getLogger("keepgoing.worker")
 
+STORE_BACKOFF_FIRST = 0.1  # seconds, after the first store error (before jitter)
 STORE_BACKOFF_CAP = 2.0  # seconds, after a store error
 #: A worker's own timer due this soon (seconds) is waited for with an exact sleep.
 PRECISE_WAIT = 0.0015
@@ -204,7 +205,7 @@ class Worker:
         self._store_errors += 1
         if self._store_errors == 1:
             log.warning("store error (%s); retrying with backoff", exc)
-        delay = backoff(self._store_errors, cap=STORE_BACKOFF_CAP)
+        delay = backoff(self._store_errors - 1, base=STORE_BACKOFF_FIRST, cap=STORE_BACKOFF_CAP)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), delay)
 
@@ -485,7 +486,9 @@ class Worker:
                 failures += 1
                 if failures == 1:
                     log.warning("could not record the outcome of task %s (%s); retrying", key, exc)
-                await asyncio.sleep(backoff(failures, cap=STORE_BACKOFF_CAP))
+                await asyncio.sleep(
+                    backoff(failures - 1, base=STORE_BACKOFF_FIRST, cap=STORE_BACKOFF_CAP)
+                )
 
     async def _complete(self, outcome: TaskOutcome) -> None:
         """Record the outcome and start what its commit claimed, as one shielded piece."""

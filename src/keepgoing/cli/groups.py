@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from keepgoing._groups.operations import GroupStatus
+from keepgoing._groups.commands import GroupStatus
 from keepgoing.cli._app import app, setup_logging
 from keepgoing.cli._common import (
     JsonOption,

@@ -20,10 +20,10 @@ import httpx
 from keepgoing._gateway.providers.base import (
     HttpProvider,
     ProviderError,
-    SseLines,
     error_from,
     transport_error,
 )
+from keepgoing._sse import events
 
 __all__ = ["AnthropicProvider", "to_messages_request"]
 
@@ -203,7 +203,7 @@ class AnthropicProvider(HttpProvider):
                 if response.status_code >= 400:
                     await response.aread()
                     raise error_from(response, self)
-                async for event, data in SseLines(response):
+                async for event, data in events(response.aiter_lines()):
                     try:
                         payload = json.loads(data)
                     except ValueError:

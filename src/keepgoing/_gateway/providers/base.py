@@ -20,7 +20,7 @@ import httpx
 
 from keepgoing._gateway.config import ProviderConfig
 
-__all__ = ["HttpProvider", "Provider", "ProviderError", "SseLines", "http_client", "scrub"]
+__all__ = ["HttpProvider", "Provider", "ProviderError", "http_client", "scrub"]
 
 
 class ProviderError(Exception):
@@ -150,30 +150,3 @@ def transport_error(exc: httpx.HTTPError, provider: Provider) -> ProviderError:
     kind = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection"
     message = f"{provider.name}: {kind} ({type(exc).__name__}: {exc})"
     return ProviderError(scrub(message, provider.secrets()), retryable=True, kind=kind)
-
-
-class SseLines:
-    """The ``data:`` payloads (and ``event:`` names) of a server-sent event stream."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self.response = response
-
-    async def __aiter__(self) -> AsyncIterator[tuple[str, str]]:
-        event = ""
-        data: list[str] = []
-        async for line in self.response.aiter_lines():
-            if not line:
-                if data:
-                    yield event, "\n".join(data)
-                event, data = "", []
-                continue
-            if line.startswith(":"):
-                continue
-            name, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if name == "event":
-                event = value
-            elif name == "data":
-                data.append(value)
-        if data:
-            yield event, "\n".join(data)

@@ -11,10 +11,10 @@ import httpx
 from keepgoing._gateway.providers.base import (
     HttpProvider,
     ProviderError,
-    SseLines,
     error_from,
     transport_error,
 )
+from keepgoing._sse import events
 
 __all__ = ["OpenAIProvider"]
 
@@ -48,7 +48,7 @@ class OpenAIProvider(HttpProvider):
                 if response.status_code >= 400:
                     await response.aread()
                     raise error_from(response, self)
-                async for _, data in SseLines(response):
+                async for _, data in events(response.aiter_lines()):
                     if data.strip() == "[DONE]":
                         break
                     try:

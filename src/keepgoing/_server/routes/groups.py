@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field
 
-from keepgoing._groups import operations as ops
+from keepgoing._groups import commands as ops
 from keepgoing._groups.envs import check_local_image
 from keepgoing._groups.registration import DeployPlan
 from keepgoing._groups.upgrade import DeployOptions, deploy_plan
@@ -51,7 +51,7 @@ class ScaleBody(_Request):
     replicas: int = Field(ge=0, le=1000)
 
 
-class KillBody(_Request):
+class InstanceKillBody(_Request):
     instance_id: str | None = Field(None, min_length=1, max_length=120)
     via: Literal["api", "ui", "cli"] = Field("api", description="Where the kill was asked from.")
 
@@ -159,7 +159,7 @@ async def scale_group(
     "/groups/{name}/kill", responses=documented(404, reads=False), summary="Kill an instance"
 )
 async def kill_instance(
-    request: Request, name: GroupName, body: KillBody, principal: KillsInstances
+    request: Request, name: GroupName, body: InstanceKillBody, principal: KillsInstances
 ) -> dict[str, Any]:
     """SIGKILL one running instance (default: the newest). Its step is retried."""
     killed = await ops.kill_instance(

@@ -37,6 +37,7 @@ from keepgoing._server.schemas import (
     UnblockBody,
     UnblockResult,
 )
+from keepgoing._store.doorbell import WaitKey
 from keepgoing._store.inspect_protocol import RunCursor, RunFilter
 from keepgoing._store.records import TERMINAL, AuditEntry, CancelRequest, RunRecord, StartRequest
 from keepgoing._workflow.inputs import start_input
@@ -221,7 +222,7 @@ async def result(
     """A long poll: answers when the run ends (or is blocked), or after `timeout`
     seconds (at most 60, capped by the server) with `done: false`."""
     ctx = context(request)
-    key = _Waiter()  # the store remembers what each waiter has seen, by weak reference
+    key = WaitKey()  # the store remembers what each waiter has seen, by weak reference
     deadline = ctx.clock.monotonic() + min(timeout, ctx.long_poll_max)
     await ctx.store.wait_for_change(0, key)  # from here on, no change is missed
     while True:
@@ -231,10 +232,6 @@ async def result(
         if done or left <= 0:
             return ResultView(done=done, run=RunView.of(run))
         await ctx.store.wait_for_change(min(left, 1.0), key)
-
-
-class _Waiter:
-    """A long poll's identity for ``wait_for_change`` (a plain object() is not weak-referable)."""
 
 
 @router.get(

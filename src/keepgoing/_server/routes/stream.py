@@ -22,10 +22,9 @@ that event's seq, the runs stream from that instant.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
@@ -44,6 +43,8 @@ from keepgoing._server.routes._common import (
     find_run,
 )
 from keepgoing._server.schemas import RunView
+from keepgoing._sse import KEEPALIVE, frame, opening
+from keepgoing._store.doorbell import WaitKey
 from keepgoing._store.records import TERMINAL, RunRecord
 
 __all__ = ["HEARTBEAT", "router"]
@@ -64,18 +65,9 @@ _SSE = {"description": "A `text/event-stream`.", "content": {"text/event-stream"
 RETRY_MS = 1000
 
 
-def _frame(event: str, data: Any, event_id: int | float | None = None) -> bytes:
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
-
-
 def _left(ends: float, poll: float) -> float:
     """How long to wait next: ``poll``, or less when the stream ends sooner."""
     return max(0.0, min(poll, ends - time.monotonic()))
-
-
-class _Waiter:
-    """A stream's identity for ``wait_for_change`` (weak-referable, unlike object())."""
 
 
 def _response(
@@ -153,7 +145,7 @@ async def stream_runs(
 
 
 async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes]:
-    store, key = ctx.store, _Waiter()
+    store, key = ctx.store, WaitKey()
     await store.wait_for_change(0, key)  # from here on no ring is missed
     ends = time.monotonic() + ctx.stream_max
     opened = ctx.clock.now() if resume is None else resume
@@ -163,7 +155,7 @@ async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes
             seen[run.run_id] = (run.updated_at, run.status)
     since = opened - LOOKBACK
     quiet = time.monotonic()
-    yield f"retry: {RETRY_MS}\n: stream of runs\n\n".encode()
+    yield opening(RETRY_MS, "stream of runs")
     while time.monotonic() < ends:
         read_at = ctx.clock.now()
         changed = await store.runs_changed(since, limit=BATCH)
@@ -181,7 +173,9 @@ async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes
             if served is None:
                 served = await serving(store, ctx.clock.now())
             view = RunView.of(run, served).model_dump(mode="json")
-            frames.append(_frame("run", {"change": change, "run": view}, read_at - LOOKBACK))
+            frames.append(
+                frame({"change": change, "run": view}, event="run", event_id=read_at - LOOKBACK)
+            )
         if len(changed) >= BATCH:
             since = changed[-1].updated_at  # a full batch: read on from its end
         elif changed:
@@ -194,7 +188,7 @@ async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes
             yield b"".join(frames)
             quiet = time.monotonic()
         elif time.monotonic() - quiet >= HEARTBEAT:
-            yield b": keepalive\n\n"
+            yield KEEPALIVE
             quiet = time.monotonic()
         if len(changed) < BATCH:
             await store.wait_for_change(_left(ends, RUNS_POLL), key)
@@ -234,27 +228,27 @@ async def stream_run(
 
 
 async def _history(ctx: ServerContext, run: RunRecord, after: int) -> AsyncIterator[bytes]:
-    store, key = ctx.store, _Waiter()
+    store, key = ctx.store, WaitKey()
     await store.wait_for_change(0, key)
     ends = time.monotonic() + ctx.stream_max
     quiet = time.monotonic()
-    yield f"retry: {RETRY_MS}\n: stream of history\n\n".encode()
+    yield opening(RETRY_MS, "stream of history")
     while time.monotonic() < ends:
         current = await store.get_run(run.run_id)
         events = await store.read_history(run.run_id, after)
         if events:
             after = events[-1].seq
-            yield b"".join(_frame("history", encode(e), e.seq) for e in events)
+            yield b"".join(frame(encode(e), event="history", event_id=e.seq) for e in events)
             quiet = time.monotonic()
         if current is None or current.status in TERMINAL:
             # Read after the status: an ended run's last events are in by now.
             rest = await store.read_history(run.run_id, after)
             if rest:
-                yield b"".join(_frame("history", encode(e), e.seq) for e in rest)
+                yield b"".join(frame(encode(e), event="history", event_id=e.seq) for e in rest)
             ended = current or run
-            yield _frame("end", RunView.of(ended).model_dump(mode="json"))
+            yield frame(RunView.of(ended).model_dump(mode="json"), event="end")
             return
         if not events and time.monotonic() - quiet >= HEARTBEAT:
-            yield b": keepalive\n\n"
+            yield KEEPALIVE
             quiet = time.monotonic()
         await store.wait_for_change(_left(ends, HISTORY_POLL), key)

@@ -24,6 +24,7 @@ from keepgoing._server.ui.session import (
     clear_cookie,
     csrf_token,
     end_session,
+    form_fields,
     same_origin,
     session_cookie,
     session_token,
@@ -67,9 +68,7 @@ def _principal(request: Request) -> Principal:
 def _page(request: Request, template: str, title: str, **values: Any) -> HTMLResponse:
     ctx = context(request)
     principal = _principal(request)
-    token = session_token(
-        {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.scope["headers"]}
-    )
+    token = session_token(request.headers)
     can = {p: principal.allows(p) for p in (*PERMISSIONS, "workers.kill")}
     response = TEMPLATES.TemplateResponse(
         request,
@@ -211,13 +210,12 @@ async def signin(request: Request) -> Response:
     parsed here: the form has two short fields)."""
     ctx = context(request)
     body = await request.body()
-    fields = urllib.parse.parse_qs(body[:_MAX_FORM].decode("utf-8", "replace"))
-    token = (fields.get("token") or [""])[0][:_MAX_TOKEN]
-    next = (fields.get("next") or ["/"])[0][:_MAX_ID]
+    fields = await form_fields(body[:_MAX_FORM])
+    token = fields.get("token", "")[:_MAX_TOKEN]
+    next = (fields.get("next") or "/")[:_MAX_ID]
     if not ctx.auth:
         return RedirectResponse(_local(next), status_code=303)
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    if not same_origin(headers, request.url.scheme):
+    if not same_origin(request.headers, request.url.scheme):
         return _signin_error(request, next, "sign in from this server's own page", 403)
     try:
         principal = await authenticate(ctx.store, token.strip())
@@ -238,9 +236,8 @@ async def signout(request: Request) -> Response:
     """End the session (the CSRF check in :mod:`keepgoing._server.ui.session` ran first):
     its record is ended, so its cookie is worth nothing even if it was copied."""
     ctx = context(request)
-    headers = {k.lower(): v for k, v in request.headers.items()}
     await end_session(
-        ctx.store, session_token(headers, request.url.scheme == "https"), ctx.clock.now()
+        ctx.store, session_token(request.headers, request.url.scheme == "https"), ctx.clock.now()
     )
     response = RedirectResponse("/signin", status_code=303)
     response.headers["Set-Cookie"] = clear_cookie(secure=request.url.scheme == "https")

@@ -33,8 +33,11 @@ import hmac
 import re
 import secrets
 import urllib.parse
+from collections.abc import AsyncGenerator, Mapping
 from http.cookies import SimpleCookie
 
+from starlette.datastructures import Headers
+from starlette.formparsers import FormParser, MultiPartException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keepgoing._server.auth import Principal, principal_of
@@ -57,6 +60,7 @@ __all__ = [
     "is_page",
     "resolve_session",
     "session_cookie",
+    "form_fields",
     "session_token",
     "start_session",
 ]
@@ -95,7 +99,7 @@ def is_page(path: str) -> bool:
     return path in PAGES
 
 
-def session_token(headers: dict[str, str], secure: bool | None = None) -> str | None:
+def session_token(headers: Mapping[str, str], secure: bool | None = None) -> str | None:
     """The session cookie's value in a request's headers (lower-case names), or None:
     over https (``secure``) only the ``__Host-`` cookie counts, over http only the plain
     one; None takes either."""
@@ -174,7 +178,7 @@ async def end_session(store: Store, value: str | None, now: float) -> None:
         await store.end_session(match.group(1), now)
 
 
-def same_origin(headers: dict[str, str], scheme: str) -> bool:
+def same_origin(headers: Mapping[str, str], scheme: str) -> bool:
     """Whether a browser request comes from this server's own origin (or says nothing)."""
     host = headers.get("host", "").strip().lower()
     origin = headers.get("origin")
@@ -196,7 +200,7 @@ class Session:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = Headers(scope=scope)
         secure = scope.get("scheme") == "https"
         value = session_token(headers, secure) if self.ctx.auth else None
         if value is not None and "authorization" not in headers:
@@ -214,7 +218,7 @@ class Session:
         await self.app(scope, receive, send)
 
     async def _check_csrf(
-        self, scope: Scope, receive: Receive, headers: dict[str, str], token: str
+        self, scope: Scope, receive: Receive, headers: Headers, token: str
     ) -> tuple[ASGIApp | None, Receive]:
         """A refusal (or None) for a cookie-authenticated change, and the ``receive``
         to go on with (the form body, if it was read here, is replayed)."""
@@ -233,10 +237,8 @@ class Session:
         content_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if given is None and content_type == "application/x-www-form-urlencoded":
             body, receive = await _read_body(receive, _MAX_FORM)
-            fields = urllib.parse.parse_qs(body.decode("latin-1"), keep_blank_values=True)
-            values = fields.get(CSRF_FIELD)
-            given = values[0] if values else None
-        if given is None or not hmac.compare_digest(given.encode("latin-1"), expected.encode()):
+            given = (await form_fields(body)).get(CSRF_FIELD)
+        if given is None or not hmac.compare_digest(given.encode(), expected.encode()):
             return (
                 error_response(
                     403,
@@ -247,6 +249,24 @@ class Session:
                 receive,
             )
         return None, receive
+
+
+async def form_fields(body: bytes) -> dict[str, str]:
+    """Each field's first value in a URL-encoded form body (Starlette's form parser);
+    nothing for a body the parser refuses, such as one with too many fields."""
+
+    async def chunks() -> AsyncGenerator[bytes, None]:
+        yield body
+
+    try:
+        form = await FormParser(Headers(), chunks(), max_fields=len(body) + 1).parse()
+    except MultiPartException:
+        return {}
+    fields: dict[str, str] = {}
+    for name, value in form.multi_items():
+        if isinstance(value, str):
+            fields.setdefault(name, value)
+    return fields
 
 
 async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Receive]:

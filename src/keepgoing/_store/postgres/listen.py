@@ -24,7 +24,8 @@ from typing import Any
 
 import psycopg
 
-from keepgoing._store.postgres.pool import CHANNEL, Outage, backoff
+from keepgoing._backoff import backoff
+from keepgoing._store.postgres.pool import CHANNEL, Outage
 from keepgoing.errors import StoreError
 
 __all__ = ["Listener"]

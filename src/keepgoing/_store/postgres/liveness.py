@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from keepgoing._store.postgres.pool import backoff
+from keepgoing._backoff import backoff
 from keepgoing._store.sql.rows import every, value
 
 __all__ = ["ADVISORY", "AdvisoryToken", "advisory_key", "advisory_states"]

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -55,12 +54,13 @@ from psycopg import errors as pgerrors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from keepgoing._backoff import backoff
 from keepgoing._store.postgres.group import GroupWriter
 from keepgoing._store.postgres.sql import PgConnection
 from keepgoing._store.refused import RefusedValueError
 from keepgoing.errors import KeepgoingError, StoreError
 
-__all__ = ["CHANNEL", "Outage", "PgRunner", "backoff"]
+__all__ = ["CHANNEL", "Outage", "PgRunner"]
 
 log = logging.getLogger("keepgoing.store")
 
@@ -70,12 +70,6 @@ _CONFLICTS = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
 _MAX_CONFLICT_RETRIES = 30
 _MAX_UNIQUE_RETRIES = 3
 _NOISY = ("psycopg", "psycopg.pool")  # loggers whose outage warnings Outage folds
-_jitter = random.Random()
-
-
-def backoff(attempt: int, *, base: float, cap: float) -> float:
-    """Full jitter: uniform in [0, min(cap, base * 2**attempt)]."""
-    return _jitter.uniform(0.0, min(cap, base * (2 ** min(attempt, 20))))
 
 
 class Outage:
