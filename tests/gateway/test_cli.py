@@ -79,6 +79,10 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
         tmp_path, "gateway", "keys", "set", "0123456789abcdef", "--rpm", "1", "--store", store
     )
     assert missing.returncode == 1 and "no token has id" in missing.stderr
+    no_group = kg(
+        tmp_path, "gateway", "keys", "set", "group:wf-nope", "--total-budget", "1", "--store", store
+    )
+    assert no_group.returncode == 1 and "no group is named 'wf-nope'" in no_group.stderr
     (tmp_path / "keepgoing.toml").write_text("[gateway]\nprompts = 'sometimes'\n")
     bad = kg(tmp_path, "gateway", "models")
     assert bad.returncode == 2 and "gateway.prompts must be" in bad.stderr

@@ -44,6 +44,8 @@ ALLOWED = {
     "KEEPGOING_GROUP_REVISION",
     "KEEPGOING_TASK_QUEUES",
     "KEEPGOING_SECRET_ENV",
+    "KEEPGOING_URL",  # the server's, whose gateway its model calls go to ...
+    "KEEPGOING_TOKEN",  # ... with a key minted for its revision
     "KG_TEST_DIR",  # the group's own env
 }
 
@@ -130,8 +132,12 @@ def test_deployed_code_sees_only_its_allowlist_and_its_role(
         if n in PASSED or any(n.startswith(p[:-1]) for p in PASSED if p.endswith("*"))
     }
     assert names - passed - ALLOWED == set(), seen["env"]
-    for name in (*PLANTED, "XDG_CONFIG_HOME", "KEEPGOING_URL", "KEEPGOING_WORKER_STORE"):
-        assert name not in names
+    for name in (*PLANTED, "XDG_CONFIG_HOME", "KEEPGOING_WORKER_STORE"):
+        if name != "KEEPGOING_TOKEN":  # it has one: a key minted for its revision
+            assert name not in names
+    # The server's URL and a key of its own (tests/gateway/test_deployed_groups.py
+    # reads their values from /proc).
+    assert {"KEEPGOING_URL", "KEEPGOING_TOKEN"} <= names
     assert seen["home"] != os.environ.get("HOME") and str(kg.root / "groups") in seen["home"]
     # The store URL reached it in its environment, never on its command line.
     assert "--store" not in seen["cmdline"] and seen["store"] not in seen["cmdline"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,13 @@ _lock = threading.Lock()
 _portal: Portal | None = None
 _gateways: dict[int, tuple[Store, Gateway]] = {}
 _pid = os.getpid()
+#: One kept-alive connection pool per process for calls through a server (a new
+#: connection per call would cost a TCP handshake each), and one per event loop for
+#: the async calls (an async client belongs to the loop it was made on).
+_http: httpx.Client | None = None
+_ahttp: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True)
@@ -125,7 +133,7 @@ def _raise_for(response: httpx.Response) -> None:
 def _post(path: str, body: dict[str, Any], timeout: float) -> tuple[dict[str, Any], httpx.Headers]:
     url = os.environ["KEEPGOING_URL"].rstrip("/") + "/v1" + path
     try:
-        response = httpx.post(url, json=body, headers=_headers(_step()), timeout=timeout)
+        response = _sync_client().post(url, json=body, headers=_headers(_step()), timeout=timeout)
     except httpx.HTTPError as exc:
         raise GatewayError(
             f"cannot reach the gateway at {url}: {exc}", status=503, error_code="unreachable"
@@ -140,8 +148,9 @@ async def _apost(
 ) -> tuple[dict[str, Any], httpx.Headers]:
     url = os.environ["KEEPGOING_URL"].rstrip("/") + "/v1" + path
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client:
-            response = await client.post(url, json=body, headers=_headers(_step()))
+        response = await _async_client().post(
+            url, json=body, headers=_headers(_step()), timeout=timeout
+        )
     except httpx.HTTPError as exc:
         raise GatewayError(
             f"cannot reach the gateway at {url}: {exc}", status=503, error_code="unreachable"
@@ -151,12 +160,38 @@ async def _apost(
     return answer, response.headers
 
 
-def _the_portal() -> Portal:
-    global _portal, _pid
+def _forked() -> None:
+    """Forget what a parent process made (called under ``_lock``)."""
+    global _portal, _pid, _http
+    if os.getpid() != _pid:  # a forked child starts afresh
+        _portal, _pid, _http = None, os.getpid(), None
+        _gateways.clear()
+        _ahttp.clear()
+
+
+def _sync_client() -> httpx.Client:
+    global _http
     with _lock:
-        if os.getpid() != _pid:  # a forked child starts afresh
-            _portal, _pid = None, os.getpid()
-            _gateways.clear()
+        _forked()
+        if _http is None:
+            _http = httpx.Client()
+        return _http
+
+
+def _async_client() -> httpx.AsyncClient:
+    loop = asyncio.get_running_loop()
+    with _lock:
+        _forked()
+        client = _ahttp.get(loop)
+        if client is None:
+            client = _ahttp[loop] = httpx.AsyncClient()
+        return client
+
+
+def _the_portal() -> Portal:
+    global _portal
+    with _lock:
+        _forked()
         if _portal is None:
             _portal = Portal("keepgoing-gateway")
         return _portal

@@ -226,7 +226,8 @@ async def _caller(request: Request) -> Caller:
             error_code="permission_denied",
         )
     gateway = _gateway(request)
-    token_id = principal.token_id or ""
+    # A group's minted key is metered as ``group:<name>``: its limits span revisions.
+    token_id = getattr(principal, "gateway_key", None) or principal.token_id or ""
     key = None
     if token_id and gateway.store is not None:
         key = await gateway.store.get_gateway_key(token_id)

@@ -39,8 +39,9 @@ import math
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from keepgoing._clock import Clock, system_clock
 from keepgoing._groups.backend import GroupBackend
@@ -53,13 +54,24 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import WorkerRecord
 from keepgoing.errors import KeepgoingError, StoreError
 
-__all__ = ["SERVICE", "Autoscaler", "AutoscalerStats"]
+__all__ = ["SERVICE", "Autoscaler", "AutoscalerStats", "ReplicaKeys"]
 
 log = logging.getLogger("keepgoing.groups")
 
 #: The lease row that makes one autoscaler act at a time.
 SERVICE = "autoscaler"
 _LIVE = 5.0  # seconds: a registered worker heartbeating within this is up
+
+
+class ReplicaKeys(Protocol):
+    """What gives each group revision's replicas their way to the server's gateway
+    (``keepgoing._server.group_keys.GroupKeys``): a key of their own, and its revocation."""
+
+    async def grant(
+        self, group: str, revision: int, keep: Collection[int] | None = None
+    ) -> dict[str, str]: ...
+
+    async def revoke(self, group: str, which: Callable[[int], bool] = ...) -> int: ...
 
 
 @dataclass
@@ -100,6 +112,8 @@ class Autoscaler:
         backends: e.g. ``{"local": LocalBackend(...)}``.
         lease_ttl: seconds the lease lasts without renewal.
         secrets: decrypts the groups' secrets (default: the key of ``load_key``).
+        keys: gives each revision's replicas the server's URL and a gateway key of their
+            own (a server's autoscaler; None: replicas call models in-process).
     """
 
     def __init__(
@@ -111,6 +125,7 @@ class Autoscaler:
         lease_ttl: float = 10.0,
         secrets: SecretBox | None = None,
         owner: str | None = None,
+        keys: ReplicaKeys | None = None,
     ) -> None:
         self.store = store
         self.backends = dict(backends)
@@ -119,6 +134,7 @@ class Autoscaler:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stats = AutoscalerStats()
         self._secrets = secrets
+        self.keys = keys
         self._state: dict[str, _State] = {}
         self._elsewhere: dict[str, PinnedRevisions] = {}
         self._stopping = asyncio.Event()
@@ -244,6 +260,9 @@ class Autoscaler:
             old = pinned.old.setdefault(number, OldRevision())
             if not await ensure_old(self.store, backend, group, number, old, self._decrypt):
                 continue
+            if not old.granted:
+                await self._grant(backend, group.name, number, None)
+                old.granted = True
             assert old.spec is not None
             sized = replace(group, replicas=old.replicas)
             plan = self._plan(sized, old.spec, old, loads[number], now)
@@ -273,7 +292,10 @@ class Autoscaler:
                 wait = min(wait, max(0.0, plan.next_check - now))
             if plan.replicas > 0:
                 wait = min(wait, 1.0)
-        await retire(self.store, backend, group, pinned, (group.revision, live), now)
+        retired = await retire(self.store, backend, group, pinned, (group.revision, live), now)
+        if retired and self.keys is not None:  # their replicas are gone: so are their keys
+            gone = set(retired)
+            await self.keys.revoke(group.name, lambda n: n in gone)
         return wait
 
     # -- the rule ---------------------------------------------------------------------
@@ -333,7 +355,7 @@ class Autoscaler:
         if state.revision is not None and state.failed is None:
             # The revision that was current keeps its replicas for its pinned runs.
             state.pinned.old[state.revision.revision] = OldRevision(
-                spec=state.revision, replicas=state.applied or 0
+                spec=state.revision, replicas=state.applied or 0, granted=True
             )
         state.revision, state.failed = None, None
         found = await self.store.get_revision(group.name, group.revision)
@@ -348,6 +370,8 @@ class Autoscaler:
         except KeepgoingError as exc:
             state.failed = str(exc)
             state.revision = GroupRevision.from_json(found.spec)
+            if self.keys is not None:  # nothing of it runs: no key of it is left
+                await self.keys.revoke(group.name, lambda n: n == group.revision)
             log.error("group %s revision %d cannot run: %s", group.name, group.revision, exc)
             await self.store.record_decision(
                 group.name,
@@ -359,10 +383,22 @@ class Autoscaler:
             )
             await asyncio.to_thread(backend.set_replicas, group.name, 0, group.revision)
             return False
+        # A new key for the new revision; the keys of revisions no longer kept are revoked.
+        await self._grant(backend, group.name, spec.revision, {spec.revision, *state.pinned.old})
         state.revision = spec
         state.applied = None  # replicas of an older revision are replaced
         log.info("group %s: revision %d ready", group.name, group.revision)
         return True
+
+    async def _grant(
+        self, backend: GroupBackend, group: str, revision: int, keep: Collection[int] | None
+    ) -> None:
+        """Give ``revision``'s replicas (started from now on) a gateway key of their own."""
+        give = getattr(backend, "set_gateway_access", None)
+        if self.keys is None or not callable(give):
+            return
+        pairs = await self.keys.grant(group, revision, keep)
+        await asyncio.to_thread(give, group, revision, pairs)
 
     async def _decrypt(self, spec: GroupRevision) -> dict[str, str]:
         box = self._secrets = self._secrets or SecretBox()
@@ -441,6 +477,8 @@ class Autoscaler:
 
     async def _forget(self, name: str) -> None:
         state = self._state.pop(name, None)
+        if self.keys is not None:
+            await self.keys.revoke(name)
         for backend in self.backends.values():
             await asyncio.to_thread(backend.set_replicas, name, 0)
             for number in state.pinned.old if state is not None else ():

@@ -112,6 +112,7 @@ class LocalBackend:
         self._envs: dict[tuple[str, int], BuiltEnv] = {}
         self._files: dict[tuple[str, int], Path] = {}
         self._secrets: dict[tuple[str, int], dict[str, str]] = {}
+        self._access: dict[tuple[str, int], ReplicaAccess] = {}
         self._replicas: dict[str, list[_Replica]] = {}
         self._exited: dict[str, list[_Replica]] = {}
         # failures, next spawn (monotonic), per group revision
@@ -153,6 +154,16 @@ class LocalBackend:
         with self._lock:
             rev = self._current.get(group, 0) if revision is None else revision
             self._secrets[(group, rev)] = dict(secrets)
+
+    def set_gateway_access(self, group: str, revision: int, pairs: Mapping[str, str]) -> None:
+        """The server URL and gateway key the replicas of ``revision`` started from now
+        on get (``KEEPGOING_URL``, ``KEEPGOING_TOKEN``)."""
+        with self._lock:
+            self._access[(group, revision)] = ReplicaAccess(
+                self.store_url,
+                server_url=pairs.get("KEEPGOING_URL", ""),
+                gateway_key=pairs.get("KEEPGOING_TOKEN", ""),
+            )
 
     def revisions(self, group: str) -> list[int]:
         """The revisions of ``group`` whose environment and source are kept here."""
@@ -200,6 +211,7 @@ class LocalBackend:
             self._revisions.get(group, {}).pop(revision, None)
             self._envs.pop((group, revision), None)
             self._secrets.pop((group, revision), None)
+            self._access.pop((group, revision), None)
             self._backoff.pop((group, revision), None)
             source = self._files.pop((group, revision), None)
         if source is not None:
@@ -298,7 +310,7 @@ class LocalBackend:
             image_env=built.env,
             group_env=revision.env,
             secrets=self._secrets.get(key, {}),
-            access=self.access,
+            access=self._access.get(key, self.access),
             names=names,
             home=self.workdir / group / str(number) / "home",
         )

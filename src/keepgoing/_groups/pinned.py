@@ -35,6 +35,7 @@ class OldRevision:
     failed: str | None = None
     replicas: int = 0
     low_since: float | None = None
+    granted: bool = False  # its replicas have a gateway key (when the autoscaler gives them)
 
 
 @dataclass

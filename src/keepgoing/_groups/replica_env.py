@@ -17,7 +17,10 @@ database role, tokens. So a replica's environment is built from nothing, of:
 * how it reaches keepgoing (:class:`ReplicaAccess`): the store URL the
   workers use (on PostgreSQL, a worker role's, ``KEEPGOING_WORKER_STORE``),
   in the environment and never on the command line, which every local user
-  can read in ``/proc/<pid>/cmdline``;
+  can read in ``/proc/<pid>/cmdline``; and, when a server runs the group, that
+  server's URL (``KEEPGOING_URL``) and a gateway key minted for the group
+  revision (``KEEPGOING_TOKEN``), so its model calls go through the server's
+  gateway and no provider key is ever given to it;
 * the variables that name it (group, revision, task queues) and the nonce a
   kill proves it by.
 """
@@ -59,18 +62,24 @@ class ReplicaAccess:
     """How a replica reaches keepgoing, as environment variables: the only such values
     it is given (never the server's own ``KEEPGOING_*`` variables).
 
-    ``store_url``: the store the workers open (``KEEPGOING_STORE``). Anything else a
-    replica should be given to reach keepgoing is one more field here and one more
-    pair in :meth:`environment`.
+    ``store_url``: the store the workers open (``KEEPGOING_STORE``); ``server_url`` and
+    ``gateway_key``: the server whose gateway its model calls go to (``KEEPGOING_URL``)
+    and the key minted for its revision (``KEEPGOING_TOKEN``), empty without a server.
     """
 
     store_url: str
+    server_url: str = ""
+    gateway_key: str = ""
 
     def environment(self) -> dict[str, str]:
-        pairs = (("KEEPGOING_STORE", self.store_url),)
+        pairs = (
+            ("KEEPGOING_STORE", self.store_url),
+            ("KEEPGOING_URL", self.server_url),
+            ("KEEPGOING_TOKEN", self.gateway_key),
+        )
         return {name: value for name, value in pairs if value}
 
-    def __repr__(self) -> str:  # the URL may hold a password
+    def __repr__(self) -> str:  # the URL may hold a password, the key is a secret
         return "<ReplicaAccess>"
 
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from keepgoing._clock import Clock, system_clock
-from keepgoing._groups.autoscaler import Autoscaler
+from keepgoing._groups.autoscaler import Autoscaler, ReplicaKeys
 from keepgoing._groups.local import LocalBackend
 from keepgoing._store.protocol import Store
 from keepgoing._store.url import project_folder
@@ -37,10 +37,14 @@ def _own_url(store: Store) -> str | None:
 
 
 def group_autoscaler(
-    store: Store, *, workdir: Path | None = None, clock: Clock = system_clock
+    store: Store,
+    *,
+    workdir: Path | None = None,
+    clock: Clock = system_clock,
+    keys: ReplicaKeys | None = None,
 ) -> Autoscaler | None:
     """An autoscaler for ``store``'s local groups (None for a store in memory, which no
-    worker process can share)."""
+    worker process can share); ``keys`` gives replicas a server's gateway."""
     url = worker_store_url(store)
     if url is None:
         return None
@@ -54,4 +58,4 @@ def group_autoscaler(
         progress=log.info,
         log_dir=Path(logs).absolute() if logs else None,
     )
-    return Autoscaler(store, {"local": backend}, clock=clock)
+    return Autoscaler(store, {"local": backend}, clock=clock, keys=keys)

@@ -32,6 +32,7 @@ from keepgoing._server.defaults import (
 )
 from keepgoing._server.door import Door
 from keepgoing._server.errors import install_error_handlers
+from keepgoing._server.group_keys import GroupKeys
 from keepgoing._server.middleware import AccessLog, BodyLimit, NoSniff
 from keepgoing._server.routes import ROUTERS
 from keepgoing._server.routing import RunPaths
@@ -68,6 +69,7 @@ def create_app(
     gateway: GatewayConfig | None = None,
     session_idle: float = DEFAULT_SESSION_IDLE,
     session_lifetime: float = DEFAULT_SESSION_LIFETIME,
+    replica_url: str | None = None,
 ) -> FastAPI:
     """The keepgoing HTTP API on ``store``.
 
@@ -90,11 +92,15 @@ def create_app(
             reads ``KEEPGOING_CONFIG`` or ``./keepgoing.toml``); served under ``/v1``.
         session_idle: seconds a UI session may go unused before it ends.
         session_lifetime: seconds a UI session lasts after signing in, however used.
+        replica_url: this server's URL as the replicas of its groups reach it; with it,
+            each group revision's replicas get it and a gateway key of their own
+            (:mod:`keepgoing._server.group_keys`), so their model calls come here.
     """
     orchestrator = (
         Orchestrator(store, clock=clock, interval=services_interval) if services else None
     )
-    scaler = group_autoscaler(store, clock=clock) if services and groups else None
+    keys = GroupKeys(store, replica_url, clock=clock) if replica_url else None
+    scaler = group_autoscaler(store, clock=clock, keys=keys) if services and groups else None
     ctx = ServerContext(
         store=store,
         auth=auth,

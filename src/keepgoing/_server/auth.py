@@ -20,6 +20,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from keepgoing._server.errors import ApiError
+from keepgoing._server.group_keys import SCOPE, group_key_of
 from keepgoing._server.tokens import hash_secret
 from keepgoing._store.auth_protocol import TokenRecord
 from keepgoing._store.protocol import Store
@@ -54,6 +55,12 @@ class Principal:
     id: str
     token_id: str | None
     permissions: frozenset[str]
+    #: The only path prefix the token may call (``/v1`` for a group's minted key).
+    scope: str | None = None
+    #: The gateway key its model calls are metered and limited as: ``group:<name>`` for
+    #: a group's minted key (its limits hold across the group's revisions), else None
+    #: (its own token id).
+    gateway_key: str | None = None
 
     def allows(self, permission: str) -> bool:
         return permission in self.permissions or "admin" in self.permissions
@@ -64,6 +71,10 @@ ANONYMOUS = Principal("user", "anonymous", None, frozenset({"admin"}))
 
 
 def principal_of(token: TokenRecord) -> Principal:
+    group = group_key_of(token)
+    if group is not None:
+        perms = frozenset(token.permissions)
+        return Principal("service_token", token.token_id, token.token_id, perms, SCOPE, group)
     if token.kind == "user":
         return Principal("user", token.name, token.token_id, frozenset(token.permissions))
     return Principal("service_token", token.token_id, token.token_id, frozenset(token.permissions))

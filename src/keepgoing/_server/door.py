@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import ipaddress
 import socket
@@ -26,7 +27,7 @@ import urllib.parse
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from keepgoing._server.auth import ANONYMOUS, Unauthenticated, authenticate
+from keepgoing._server.auth import ANONYMOUS, Principal, Unauthenticated, authenticate
 from keepgoing._server.context import ServerContext
 from keepgoing._server.errors import error_response
 
@@ -123,19 +124,45 @@ class Door:
                 response = error_response(403, refusal[0], refusal[1])
                 await response(scope, receive, send)
                 return
-            state["principal"] = ANONYMOUS
+            state["principal"] = await _anonymous(self.ctx, headers)
         elif (session := state.pop(SESSION_PRINCIPAL, None)) is not None:
             state["principal"] = session
-        elif not is_public(str(scope.get("path", ""))):
+        elif not is_public(path := str(scope.get("path", ""))):
             try:
-                state["principal"] = await authenticate(self.ctx.store, _bearer(headers))
+                principal = await authenticate(self.ctx.store, _bearer(headers))
             except Unauthenticated as exc:
                 response = error_response(
                     401, "unauthenticated", str(exc), headers={"WWW-Authenticate": "Bearer"}
                 )
                 await response(scope, receive, send)
                 return
+            if principal.scope and not (
+                path == principal.scope or path.startswith(principal.scope + "/")
+            ):
+                response = error_response(
+                    403,
+                    "permission_denied",
+                    f"this token may call {principal.scope} only (a group's gateway key)",
+                )
+                await response(scope, receive, send)
+                return
+            state["principal"] = principal
         await self.app(scope, receive, send)
+
+
+async def _anonymous(ctx: ServerContext, headers: Headers) -> Principal:
+    """Without authentication the caller is anonymous; a group's gateway key it sends
+    still names the key its model calls are metered and limited as."""
+    text = _bearer(headers)
+    if text is None or not text.startswith("kg_"):
+        return ANONYMOUS
+    try:
+        principal = await authenticate(ctx.store, text)
+    except Unauthenticated:
+        return ANONYMOUS
+    if principal.gateway_key is None:
+        return ANONYMOUS
+    return dataclasses.replace(ANONYMOUS, gateway_key=principal.gateway_key)
 
 
 def _bearer(headers: Headers) -> str | None:

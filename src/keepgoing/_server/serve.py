@@ -175,6 +175,7 @@ async def _serve(
                     gateway=gateway,
                     session_idle=options.session_idle,
                     session_lifetime=options.session_lifetime,
+                    replica_url=replica_url(sock),
                 )
                 async with app.router.lifespan_context(app):
                     await _warn_about(store, options)
@@ -189,6 +190,17 @@ async def _serve(
     finally:
         with contextlib.suppress(Exception):
             await store.close()
+
+
+def replica_url(sock: socket.socket) -> str:
+    """This server's URL as a replica on this machine reaches it (a wildcard address
+    is reached on loopback)."""
+    host, port = sock.getsockname()[:2]
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _log_listening(sock: socket.socket, options: ServeOptions, opening: Opening) -> None:

@@ -23,6 +23,7 @@ from keepgoing._store.stops import counts_as_loss
 __all__ = [
     "BACKOFF_CAP",
     "PARENT_ENDED",
+    "OVER_BUDGET",
     "UNCERTAIN",
     "FailureDecision",
     "backoff",
@@ -36,6 +37,9 @@ BACKOFF_CAP = 900.0  # 15 minutes, unless retry_delay itself is longer
 PARENT_ENDED = "the parent workflow ended"  # why a child is cancelled with its parent
 #: The reason of an attempt that raised ``UncertainOutcome``.
 UNCERTAIN = "uncertain"
+#: The reason of an attempt that raised ``BudgetExceededError``: a gateway key is over
+#: one of its limits, so another attempt now would be refused the same way.
+OVER_BUDGET = "budget_exceeded"
 _jitter = random.Random()
 
 
@@ -75,6 +79,9 @@ def decide_failure(
     """
     if reason == UNCERTAIN:
         # The write may have happened: another attempt could apply it twice.
+        return FailureDecision(failures + 1, worker_losses, None)
+    if reason == OVER_BUDGET:
+        # Over a key's limit: fails the step at once (never retried blindly).
         return FailureDecision(failures + 1, worker_losses, None)
     if reason in ("worker_lost", "released"):
         # A hand-back counts only when the task's own code stopped its worker.

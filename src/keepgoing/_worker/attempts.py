@@ -19,14 +19,14 @@ from keepgoing._runtime.context import TaskContext, task_context
 from keepgoing._runtime.instance import error_info
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AttemptLog, TaskClaim, TaskOutcome
-from keepgoing._store.transitions import UNCERTAIN
+from keepgoing._store.transitions import OVER_BUDGET, UNCERTAIN
 from keepgoing._store.volume_records import StagedCommit
 from keepgoing._volumes.staging import AttemptVolumes, attempt_volumes
 from keepgoing._worker import logs
 from keepgoing._worker.redact import redact_error
 from keepgoing._worker.threads import TaskThreads
 from keepgoing._workflow.task import TaskDefinition
-from keepgoing.errors import UncertainOutcome
+from keepgoing.errors import BudgetExceededError, UncertainOutcome
 
 __all__ = ["failed_outcome", "run_attempt"]
 
@@ -199,8 +199,11 @@ def _outcome(
 def _reason(exc: BaseException) -> str:
     """Why the attempt failed: UncertainOutcome is never retried (the step goes to review),
     also when it comes wrapped in an exception group (an ``asyncio.TaskGroup``, say),
-    however deep, beside other errors: one write that may have happened is enough."""
-    return UNCERTAIN if _holds_uncertain(exc, 0) else "error"
+    however deep, beside other errors: one write that may have happened is enough.
+    A gateway key over its limit (BudgetExceededError) fails the step without a retry."""
+    if _holds_uncertain(exc, 0):
+        return UNCERTAIN
+    return OVER_BUDGET if isinstance(exc, BudgetExceededError) else "error"
 
 
 def _holds_uncertain(exc: BaseException, depth: int) -> bool:

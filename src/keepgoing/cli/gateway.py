@@ -18,12 +18,13 @@ from keepgoing._client.store_backend import current_user
 from keepgoing._clock import system_clock
 from keepgoing._gateway.config import load_config
 from keepgoing._server import tokens
+from keepgoing._server.group_keys import PREFIX as GROUP_PREFIX
 from keepgoing._store.gateway_protocol import USAGE_GROUPS, GatewayKey, UsageQuery
 from keepgoing._workflow.durations import parse_duration
 from keepgoing.cli._app import app
 from keepgoing.cli._common import JsonOption, StoreOption, add_row, cli_errors, console, emit_json
 from keepgoing.cli.token import with_store
-from keepgoing.errors import InvalidRequestError, TokenNotFoundError
+from keepgoing.errors import GroupNotFoundError, InvalidRequestError, TokenNotFoundError
 
 gateway_app = typer.Typer(help="The model gateway: models, keys and usage.", no_args_is_help=True)
 keys_app = typer.Typer(help="Gateway keys: tokens with gateway.use, and their limits.")
@@ -166,7 +167,13 @@ def keys_create(
 
 @keys_app.command("set")
 def keys_set(
-    token_id: Annotated[str, typer.Argument(help="The key's token id (kg_<id>_...).")],
+    token_id: Annotated[
+        str,
+        typer.Argument(
+            help="The key's token id (kg_<id>_...), or group:<name> for a deployed group's "
+            "keys (its limits hold across the group's revisions)."
+        ),
+    ],
     models: ModelsOption = None,
     rpm: RpmOption = None,
     tpm: TpmOption = None,
@@ -182,14 +189,25 @@ def keys_set(
     Example:
 
         keepgoing gateway keys set 3f2a9c1e5b2d4f60 --daily-budget 10 --rpm 60
+
+        keepgoing gateway keys set group:wf-support-digest --total-budget 5
     """
 
     async def work(s: Any) -> GatewayKey:
-        token = await s.get_token(token_id)
-        if token is None:
-            raise TokenNotFoundError(f"no token has id {token_id!r}")
-        if not token.allows("gateway.use"):
-            raise InvalidRequestError(f"token {token_id} does not have the gateway.use permission")
+        if token_id.startswith(GROUP_PREFIX):  # a group's keys, every revision's
+            if await s.get_group(token_id[len(GROUP_PREFIX) :]) is None:
+                raise GroupNotFoundError(
+                    f"no group is named {token_id[len(GROUP_PREFIX) :]!r} "
+                    "(see `keepgoing groups list`)"
+                )
+        else:
+            token = await s.get_token(token_id)
+            if token is None:
+                raise TokenNotFoundError(f"no token has id {token_id!r}")
+            if not token.allows("gateway.use"):
+                raise InvalidRequestError(
+                    f"token {token_id} does not have the gateway.use permission"
+                )
         old = None if clear else await s.get_gateway_key(token_id)
         key = old or GatewayKey(token_id=token_id)
         changes: dict[str, Any] = {"updated_at": system_clock.now()}
@@ -255,6 +273,19 @@ def keys_list(store: StoreOption = None, as_json: JsonOption = False) -> None:
                     "spent_total": usage.total_cost,
                 }
             )
+        for key in await s.list_gateway_keys():  # a group's limits, across its revisions
+            if key.token_id.startswith(GROUP_PREFIX):
+                usage = await s.gateway_key_usage(key.token_id, now)
+                out.append(
+                    {
+                        "token_id": key.token_id,
+                        "name": "(the group's keys)",
+                        "limits": key.to_json(),
+                        "summary": _limits(key),
+                        "spent_today": usage.day_cost,
+                        "spent_total": usage.total_cost,
+                    }
+                )
         return out
 
     with cli_errors():

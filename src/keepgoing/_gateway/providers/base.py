@@ -100,7 +100,11 @@ class HttpProvider(Provider):
             raise error_from(response, self)
         try:
             # An embeddings answer may hold millions of numbers: parsed off the event loop.
-            answer = await asyncio.to_thread(response.json)
+            # A small answer is parsed here: a thread hop would cost more than the parse.
+            if len(response.content) <= INLINE_JSON:
+                answer = response.json()
+            else:
+                answer = await asyncio.to_thread(response.json)
         except ValueError:
             raise ProviderError(f"{self.name} answered with something that is not JSON") from None
         if not isinstance(answer, dict):
@@ -111,6 +115,10 @@ class HttpProvider(Provider):
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+
+
+#: Answers up to this many bytes are parsed on the event loop (well under a millisecond).
+INLINE_JSON = 64 * 1024
 
 
 def http_client(config: ProviderConfig) -> httpx.AsyncClient:

@@ -87,6 +87,8 @@ class SqlGatewayMixin(GatewayStore):
 
     async def _write(self, op: Any, notify: Any = False) -> Any: ...
 
+    async def _write_lease(self, op: Any, notify: Any = False) -> Any: ...
+
     async def record_gateway_call(self, call: GatewayCall) -> None:
         await self._write(lambda c: _record(c, call))
 
@@ -96,7 +98,14 @@ class SqlGatewayMixin(GatewayStore):
         now: float,
         refuse: Callable[[GatewayKey, KeyUsage], Exception | None],
     ) -> Exception | None:
-        refusal: Exception | None = await self._write(lambda c: _reserve(c, call, now, refuse))
+        # A reservation holds its key's budget as a lease holds a run (it expires after
+        # RESERVATION_TTL): committed without an fsync of its own, as leases are. It
+        # survives a crash of any process, and the settling write's fsync (which comes
+        # before the call's answer is sent) flushes it too; only a power loss can take it
+        # back, and that also ends the server whose call it held.
+        refusal: Exception | None = await self._write_lease(
+            lambda c: _reserve(c, call, now, refuse)
+        )
         return refusal
 
     async def gateway_key_usage(self, key_id: str, now: float) -> KeyUsage:
