@@ -120,9 +120,9 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], what: str) -> None:
 
 
 def _make_key(store_url: str) -> str:
+    from keepgoing._open_store import store_from_url  # noqa: PLC0415
     from keepgoing._server import tokens  # noqa: PLC0415
     from keepgoing._store.gateway_protocol import GatewayKey  # noqa: PLC0415
-    from keepgoing._store.url import store_from_url  # noqa: PLC0415
 
     async def main() -> str:
         store = store_from_url(store_url)

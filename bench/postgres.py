@@ -202,7 +202,7 @@ class _WaiterKey:
 
 def probe(url: str) -> None:
     """A stripped worker: wait for a change, claim, print ``run_id time`` per claim."""
-    from keepgoing._store.url import store_from_url  # noqa: PLC0415
+    from keepgoing._open_store import store_from_url  # noqa: PLC0415
 
     async def main() -> None:
         store = store_from_url(url)

@@ -292,7 +292,8 @@ class Store(
     ) -> set[tuple[str, int]]:
         """Extend every lease ``worker_id`` holds, in one go.
 
-        Task leases become ``min(now + lease_ttl, deadline + lease_ttl)``; the
+        Task leases run ``lease_ttl`` from now but never more than ``lease_ttl``
+        past the attempt's deadline (the attempt-lease cap, ``sql/leases.py``); the
         orchestrator thereby enforces the attempt timeout. Also refreshes the
         worker's registry row. Returns the ``(run_id, cmd)`` of the task
         attempts the worker still holds; an attempt missing from it was lost.
