@@ -179,3 +179,30 @@ def test_the_circle_check_sees_a_circle_through_a_function() -> None:
     assert "keepgoing._store.c" not in b  # type-only: no circle through it
     graph = {"keepgoing._store.a": a, "keepgoing._store.b": b}
     assert circles(graph) == [["keepgoing._store.a", "keepgoing._store.b"]]
+
+
+# -- names -----------------------------------------------------------------------------------
+def _classes_named(name: str) -> list[str]:
+    pattern = re.compile(rf"^class {name}\b", re.MULTILINE)
+    return [
+        str(path.relative_to(SRC))
+        for path in _sources()
+        if pattern.search(path.read_text(encoding="utf-8"))
+    ]
+
+
+def test_store_names_mean_one_thing() -> None:
+    for name in ("TaskRow", "RunRef", "Migration", "ClaimRow", "TaskState", "CommandRun"):
+        assert len(_classes_named(name)) <= 1, (name, _classes_named(name))
+    assert _classes_named("Migration") == ["keepgoing/_store/migrate.py"]
+    assert _classes_named("RunMove") == ["keepgoing/_groups/upgrade.py"]
+
+
+def test_worker_stops_have_one_module_per_layer() -> None:
+    stops = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "stop" in p.name)
+    assert stops == [
+        "_groups/worker_stops.py",
+        "_store/sql/worker_stops.py",
+        "_store/worker_stops.py",
+        "_worker/worker_stops.py",
+    ]

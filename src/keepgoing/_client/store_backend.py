@@ -52,12 +52,12 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
-from keepgoing._store.stops import KILLED_BY_REQUEST
+from keepgoing._store.worker_stops import KILLED_BY_REQUEST
 from keepgoing._worker import process
 from keepgoing._worker.inprocess import drive
 from keepgoing._worker.settings import WorkerSettings
-from keepgoing._worker.stopping import kill_recorded
 from keepgoing._worker.worker import Worker
+from keepgoing._worker.worker_stops import kill_recorded
 from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.messages import check_name
 from keepgoing._workflow.registry import registry

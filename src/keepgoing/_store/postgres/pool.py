@@ -1,8 +1,8 @@
 """Pooled PostgreSQL connections that run the shared op functions.
 
-Every store call is an op function (one of the shared ``_sqlite_*`` functions)
-handed to a few threads that own no connection of their own: they take one
-from a ``psycopg_pool.ConnectionPool`` per batch (``_postgres_group``).
+Every store call is an op function (one of the shared ``keepgoing._store.sql``
+functions) handed to a few threads that own no connection of their own: they take
+one from a ``psycopg_pool.ConnectionPool`` per batch (``postgres/group.py``).
 Reads run in autocommit mode; writes run in a transaction whose statements
 are pipelined (``PgConnection``) and which sends ``NOTIFY`` before its
 ``COMMIT`` when a write made work for others (``pg_notify`` is

@@ -81,7 +81,7 @@ def commit_activation(conn: Connection, c: rec.ActivationCommit) -> rec.CommitRe
     )
     last, eager = append_and_apply(
         conn,
-        ops.RunRef(c.run_id, row.workflow_id, row.task_queue),
+        ops.CommandRun(c.run_id, row.workflow_id, row.task_queue),
         [marker],
         c.commands,
         c.now,
@@ -98,7 +98,7 @@ def commit_activation(conn: Connection, c: rec.ActivationCommit) -> rec.CommitRe
 
 def append_and_apply(
     conn: Connection,
-    run: ops.RunRef,
+    run: ops.CommandRun,
     events: Sequence[ev.Event],
     commands: Sequence[ev.Event],
     now: float,
@@ -147,7 +147,7 @@ def append_and_apply(
 
 def apply_commands(
     conn: Connection,
-    run: ops.RunRef,
+    run: ops.CommandRun,
     commands: Sequence[ev.Event],
     now: float,
     eager_worker: str | None,
@@ -187,7 +187,7 @@ def apply_commands(
     return eager
 
 
-def _apply_messaging(conn: Connection, run: ops.RunRef, command: ev.Event, now: float) -> None:
+def _apply_messaging(conn: Connection, run: ops.CommandRun, command: ev.Event, now: float) -> None:
     """The effects of messaging commands."""
     run_id, workflow_id = run.run_id, run.workflow_id
     if isinstance(command, ev.MessageSent):

@@ -15,8 +15,8 @@ from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.gateway import mark_attempt_calls
 from keepgoing._store.sql.history import append
 from keepgoing._store.sql.rows import columns, one
-from keepgoing._store.stops import Stamp
 from keepgoing._store.transitions import UNCERTAIN, decide_failure
+from keepgoing._store.worker_stops import Stamp
 
 __all__ = ["fail_attempt"]
 

@@ -20,7 +20,7 @@ from keepgoing._store.inspect_protocol import (
     RunCursor,
     RunFilter,
     RunPage,
-    TaskRow,
+    TaskState,
 )
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
@@ -292,17 +292,17 @@ def runs_changed(conn: Connection, since: float, limit: int) -> list[rec.RunReco
     return [_run(row) for row in rows]
 
 
-def run_tasks(conn: Connection, run_id: str) -> list[TaskRow]:
+def run_tasks(conn: Connection, run_id: str) -> list[TaskState]:
     rows = every(
         conn,
         _TaskState,
         f"SELECT {columns(_TaskState)} FROM tasks WHERE run_id = ? ORDER BY cmd",
         (run_id,),
     )
-    return [TaskRow(**row._asdict()) for row in rows]
+    return [TaskState(**row._asdict()) for row in rows]
 
 
-def uncertain_steps(conn: Connection, limit: int) -> list[TaskRow]:
+def uncertain_steps(conn: Connection, limit: int) -> list[TaskState]:
     rows = every(
         conn,
         _TaskState,
@@ -312,7 +312,7 @@ def uncertain_steps(conn: Connection, limit: int) -> list[TaskRow]:
         "ORDER BY r.created_at, t.run_id, t.cmd LIMIT ?",
         (limit,),
     )
-    return [TaskRow(**row._asdict()) for row in rows]
+    return [TaskState(**row._asdict()) for row in rows]
 
 
 def attempt_logs(
@@ -393,12 +393,12 @@ class SqlInspectMixin(InspectStore):
         )
         return runs
 
-    async def run_tasks(self, run_id: str) -> list[TaskRow]:
-        rows: list[TaskRow] = await self._read(lambda c: run_tasks(c, run_id))
+    async def run_tasks(self, run_id: str) -> list[TaskState]:
+        rows: list[TaskState] = await self._read(lambda c: run_tasks(c, run_id))
         return rows
 
-    async def uncertain_steps(self, *, limit: int = 200) -> list[TaskRow]:
-        rows: list[TaskRow] = await self._read(lambda c: uncertain_steps(c, limit))
+    async def uncertain_steps(self, *, limit: int = 200) -> list[TaskState]:
+        rows: list[TaskState] = await self._read(lambda c: uncertain_steps(c, limit))
         return rows
 
     async def attempt_logs(

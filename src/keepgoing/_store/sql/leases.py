@@ -37,15 +37,15 @@ from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.sql.runs import (
     RUN_COLUMNS,
     TASK_COLUMNS,
-    RunRef,
-    TaskRow,
+    ClaimRow,
+    CommandRun,
     marks,
     run_records,
     task_claim,
 )
-from keepgoing._store.sql.stops import stops_of
-from keepgoing._store.stops import StopRow, loss_stamp, release_stamp
+from keepgoing._store.sql.worker_stops import stops_of
 from keepgoing._store.transitions import lost_error, reap_reason
+from keepgoing._store.worker_stops import StopRow, loss_stamp, release_stamp
 
 #: The fence rule, for a run's row or a task's: the holder's write lands only while
 #: the row still runs under the fence its claim took. One parameter: that fence.
@@ -129,7 +129,7 @@ def claim_activations(
 
 def insert_task(
     conn: Connection,
-    run: RunRef,
+    run: CommandRun,
     t: ev.TaskScheduled,
     now: float,
     owner: str | None,
@@ -237,7 +237,7 @@ def claim_tasks(
     for key in keys:
         row = one(
             conn,
-            TaskRow,
+            ClaimRow,
             "UPDATE tasks SET status = 'running', attempt = attempt + 1, fence = fence + 1, "
             "started_at = ?, deadline = ? + timeout, lease_owner = ?, "
             f"lease_expires_at = {attempt_lease('? + timeout')} WHERE run_id = ? AND cmd = ? "

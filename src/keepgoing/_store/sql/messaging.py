@@ -103,7 +103,7 @@ def send_from_workflow(
     history.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, message_id=message_id)], now)
 
 
-def start_child(conn: Connection, run: ops.RunRef, child: ev.ChildStarted, now: float) -> None:
+def start_child(conn: Connection, run: ops.CommandRun, child: ev.ChildStarted, now: float) -> None:
     run_id, workflow_id, queue = run.run_id, run.workflow_id, run.task_queue
     child_queue = child.task_queue or queue
     request = rec.StartRequest(
@@ -282,7 +282,7 @@ def publish_event(conn: Connection, req: rec.EventRequest) -> rec.EventPublished
     event = _Event(req.event_id, payload, req.now)
     matched = []
     for wait in waits:
-        # Runs in run_id order, each before its wait (lock order: _dialect).
+        # Runs in run_id order, each before its wait (lock order: sql/dialect.py).
         conn.execute("SELECT 1 FROM runs WHERE run_id = ? /*FOR UPDATE*/", (wait.run_id,))
         if _deliver_event(
             conn, wait.run_id, wait.cmd, req.event_type, req.correlation_id, event, req.now

@@ -58,7 +58,7 @@ class RunRow(NamedTuple):
     reviews_waiting: int
 
 
-class TaskRow(NamedTuple):
+class ClaimRow(NamedTuple):
     """A ``tasks`` row as :data:`TASK_COLUMNS` selects it: what a claim carries."""
 
     run_id: str
@@ -80,7 +80,7 @@ class TaskRow(NamedTuple):
     operation_id: str | None
 
 
-class RunRef(NamedTuple):
+class CommandRun(NamedTuple):
     """The run a command belongs to, as the commands' effects need it."""
 
     run_id: str
@@ -93,7 +93,7 @@ class _RunId(NamedTuple):
 
 
 RUN_COLUMNS = columns(RunRow)
-TASK_COLUMNS = columns(TaskRow)
+TASK_COLUMNS = columns(ClaimRow)
 
 
 def marks(values: Sequence[object]) -> str:
@@ -142,7 +142,7 @@ def one_run(conn: Connection, sql: str, params: Sequence[Any] = ()) -> rec.RunRe
     return run_record(row) if row is not None else None
 
 
-def task_claim(t: TaskRow) -> rec.TaskClaim:
+def task_claim(t: ClaimRow) -> rec.TaskClaim:
     return rec.TaskClaim(
         run_id=t.run_id,
         workflow_id=t.workflow_id,

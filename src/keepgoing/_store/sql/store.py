@@ -1,9 +1,9 @@
 """The body both SQL stores share: each :class:`Store` method is one query, read or write.
 
-Each method is a plain function over a connection (``runs``, ``tasks``,
-``leases``, ``messaging``, ``versions``, ``auth``, ``observe``, ``volumes``),
-handed to :meth:`SqlStore._read` or :meth:`SqlStore._write`. A dialect
-(:class:`~keepgoing._store.sqlite.SqliteStore`,
+Each method is a plain function over a connection (``runs``, ``history``,
+``tasks``, ``leases``, ``workers``, ``worker_stops``, ``messaging``, ``versions``,
+``auth``, ``observe``, ``volumes``), handed to :meth:`SqlStore._read` or
+:meth:`SqlStore._write`. A dialect (:class:`~keepgoing._store.sqlite.SqliteStore`,
 :class:`~keepgoing._store.postgres.PostgresStore`) supplies only the transport
 behind those two, how it opens and closes, how other processes are woken
 (:meth:`wait_for_change`), and how a worker's liveness is held and probed.
@@ -29,7 +29,7 @@ from keepgoing._history.events import (
 from keepgoing._procinfo import in_tree
 from keepgoing._runtime.context import current_task_context
 from keepgoing._store import records as rec
-from keepgoing._store import stops as stop_rules
+from keepgoing._store import worker_stops as stop_rules
 from keepgoing._store.protocol import Store
 from keepgoing._store.refused import name_refused
 from keepgoing._store.sql import (
@@ -38,8 +38,8 @@ from keepgoing._store.sql import (
     leases,
     messaging,
     reviews,
-    stops,
     tasks,
+    worker_stops,
     workers,
 )
 from keepgoing._store.sql import runs as ops
@@ -319,12 +319,12 @@ class SqlStore(
 
     async def record_worker_stop(self, stop: rec.WorkerStop, *, now: float) -> int:
         stop = await self._traced(stop)
-        stop_id: int = await self._write(lambda c: stops.record_stop(c, stop, now))
+        stop_id: int = await self._write(lambda c: worker_stops.record_stop(c, stop, now))
         return stop_id
 
     async def _traced(self, stop: rec.WorkerStop) -> rec.WorkerStop:
         """``stop`` traced to the task that asked for it, if it is the stopped worker's
-        own doing (``_store/stops.py``): from inside one of its attempts, or from its
+        own doing (``_store/worker_stops.py``): from inside one of its attempts, or from its
         process or a descendant of it on this machine."""
         if stop.cause in stop_rules.BY_TASK:
             return stop
@@ -354,7 +354,7 @@ class SqlStore(
 
     async def settle_worker_stop(self, stop_id: int, *, signalled: bool) -> None:
         # Wakes the services: a sweep may have left the worker's attempts for this.
-        await self._write(lambda c: stops.settle_stop(c, stop_id, signalled), True)
+        await self._write(lambda c: worker_stops.settle_stop(c, stop_id, signalled), True)
 
     async def list_workers(self) -> list[rec.WorkerRecord]:
         found: list[rec.WorkerRecord] = await self._read(workers.list_workers)

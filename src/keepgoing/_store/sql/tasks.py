@@ -18,7 +18,7 @@ from keepgoing._store.sql.gateway import OPEN_CALLS, mark_attempt_calls
 from keepgoing._store.sql.history import append
 from keepgoing._store.sql.leases import FENCED
 from keepgoing._store.sql.rows import one
-from keepgoing._store.sql.runs import RunRef
+from keepgoing._store.sql.runs import CommandRun
 
 
 class _RunHead(NamedTuple):
@@ -154,7 +154,7 @@ def _apply_fast(
     )
     last, eager = append_and_apply(
         conn,
-        RunRef(run_id, run.workflow_id, run.task_queue),
+        CommandRun(run_id, run.workflow_id, run.task_queue),
         [arrived, marker],
         fast.commands,
         now,

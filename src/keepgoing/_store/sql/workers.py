@@ -17,7 +17,7 @@ from keepgoing._store.lost_workers import KEEP_LOST, deadline_of, lost_reason
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.leases import Probe
 from keepgoing._store.sql.rows import columns, every, value
-from keepgoing._store.sql.stops import stops_of
+from keepgoing._store.sql.worker_stops import stops_of
 
 __all__ = ["LostSweep", "find_lost", "mark_lost"]
 

@@ -1,5 +1,5 @@
 """Recorded worker stops (``worker_stops``): written before a stop's signal, read
-by the transaction that records the loss (rules: ``_store/stops.py``)."""
+by the transaction that records the loss (rules: ``_store/worker_stops.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import NamedTuple
 from keepgoing._store import records as rec
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every
-from keepgoing._store.stops import KEEP, StopRow
+from keepgoing._store.worker_stops import KEEP, StopRow
 
 __all__ = ["record_stop", "settle_stop", "stops_of"]
 
