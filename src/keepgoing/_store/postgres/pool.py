@@ -97,10 +97,6 @@ class Outage:
         self._told_up = True
         self._up_at = -self.QUIET
 
-    @property
-    def down_since(self) -> float | None:
-        return self._since
-
     def recent(self) -> bool:
         """Down now, or back for less than :attr:`QUIET` seconds."""
         return self._since is not None or time.monotonic() - self._up_at < self.QUIET
