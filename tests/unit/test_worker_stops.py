@@ -1,4 +1,4 @@
-"""The pure rules of worker stops (``_store/stops.py``) and how ``decide_failure``
+"""The pure rules of worker stops (``_store/worker_stops.py``) and how ``decide_failure``
 counts a loss by its cause."""
 
 from __future__ import annotations
