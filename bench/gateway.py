@@ -129,7 +129,7 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], what: str) -> None:
 
 
 def _on_store(store_url: str, work: Any) -> Any:
-    from keepgoing._store.url import store_from_url  # noqa: PLC0415
+    from keepgoing._open_store import store_from_url  # noqa: PLC0415
 
     async def main() -> Any:
         store = store_from_url(store_url)

@@ -198,8 +198,8 @@ def _one_wakeup(client: Client, claims: IO[str]) -> float:
 
 def probe(url: str) -> None:
     """A stripped worker: wait for a change, claim, print ``run_id time`` per claim."""
+    from keepgoing._open_store import store_from_url  # noqa: PLC0415
     from keepgoing._store.doorbell import WaitKey  # noqa: PLC0415
-    from keepgoing._store.url import store_from_url  # noqa: PLC0415
 
     async def main() -> None:
         store = store_from_url(url)

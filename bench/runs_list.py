@@ -42,8 +42,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
+from keepgoing._open_store import store_from_url
 from keepgoing._server.app import create_app
-from keepgoing._store.url import store_from_url
 
 RUNS = 100_000
 TARGET_MS = 200.0

@@ -25,9 +25,9 @@ from keepgoing._history.events import (
     TimerFired,
     TimerStarted,
 )
+from keepgoing._open_store import store_from_url
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import EventRequest, TaskClaim, TaskOutcomeResult
-from keepgoing._store.url import store_from_url
 from keepgoing.errors import WorkflowAlreadyRunningError
 
 from ._builders import (

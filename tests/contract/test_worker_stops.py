@@ -1,5 +1,5 @@
 """Worker stops: every attempt taken from a worker records why it stopped, and only
-losses that blame the task count against ``max_worker_losses`` (``_store/stops.py``)."""
+losses that blame the task count against ``max_worker_losses`` (``_store/worker_stops.py``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import socket
 
 import pytest
 
-from keepgoing._groups.stops import Termination, record_terminations
+from keepgoing._groups.worker_stops import Termination, record_terminations
 from keepgoing._history.events import TaskAttemptFailed, TaskFailed
 from keepgoing._runtime.context import TaskContext, task_context
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import WorkerStop
-from keepgoing._store.stops import PENDING_GRACE, engine_stop
+from keepgoing._store.worker_stops import PENDING_GRACE, engine_stop
 
 from ._builders import NOW, TTL, claim_one, claim_tasks, of_type, start_with, task, worker
 

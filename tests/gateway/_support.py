@@ -14,10 +14,10 @@ from typing import IO, Any
 import httpx
 
 from integration._support import free_port, wait_until
+from keepgoing._open_store import store_from_url
 from keepgoing._server import tokens
 from keepgoing._store.gateway_protocol import GatewayKey
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import store_from_url
 
 from ._fakes import Fake
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import keepgoing
 from keepgoing import _tracing, gateway
-from keepgoing._store.url import store_from_url
+from keepgoing._open_store import store_from_url
 
 from ._fakes import Fake
 from ._support import OPENAI_KEY, config_text

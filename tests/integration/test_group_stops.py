@@ -17,9 +17,9 @@ import keepgoing
 from keepgoing._clock import system_clock
 from keepgoing._groups.local import LocalBackend
 from keepgoing._groups.spec import GroupRevision
-from keepgoing._groups.stops import store_hook
+from keepgoing._groups.worker_stops import store_hook
 from keepgoing._history import events as ev
-from keepgoing._store.url import store_from_url
+from keepgoing._open_store import store_from_url
 
 from ._support import APPS, Sandbox, of_type, wait_until
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from keepgoing import Volume
+from keepgoing._open_store import store_from_url
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import store_from_url
 from keepgoing._volumes import access
 
 from ._support import Sandbox

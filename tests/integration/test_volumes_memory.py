@@ -11,8 +11,8 @@ import pytest
 import keepgoing
 from keepgoing import Volume
 from keepgoing._history import events as ev
+from keepgoing._open_store import store_from_url
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import store_from_url
 from keepgoing._volumes import access
 
 from ._support import Sandbox, Workers, cmd_of, of_type, wait_until

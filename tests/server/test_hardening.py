@@ -22,13 +22,13 @@ import httpx
 import pytest
 
 from keepgoing import Client
+from keepgoing._open_store import store_from_url
 from keepgoing._server import door
 from keepgoing._server.app import create_app
 from keepgoing._server.routing import ACTIONS
 from keepgoing._server.serve import check_bind
 from keepgoing._store.auth_protocol import PERMISSIONS
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import store_from_url
 from keepgoing._volumes.paths import NAME_PATTERN
 from keepgoing.errors import ConfigurationError
 

@@ -15,9 +15,9 @@ import asyncio
 import time
 
 from keepgoing._history import events as ev
+from keepgoing._open_store import store_from_url
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import ActivationClaim, ActivationCommit, TaskOutcome
-from keepgoing._store.url import store_from_url
 
 __all__ = ["WORKFLOW", "record_long_run"]
 

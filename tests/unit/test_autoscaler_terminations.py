@@ -8,7 +8,7 @@ from pathlib import Path
 from contract._builders import NOW, QUEUE, TTL, claim_one, start_with, task, worker
 from keepgoing._groups.autoscaler import Autoscaler
 from keepgoing._groups.spec import GroupRevision, Instance
-from keepgoing._groups.stops import Termination
+from keepgoing._groups.worker_stops import Termination
 from keepgoing._history.events import TaskAttemptFailed
 from keepgoing._store.sqlite import SqliteStore
 

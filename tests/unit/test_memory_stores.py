@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from keepgoing._open_store import store_from_url
 from keepgoing._store.records import StartRequest
 from keepgoing._store.sqlite import SqliteStore
-from keepgoing._store.url import store_from_url
 
 SCHEMA = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from keepgoing._open_store import store_from_url
 from keepgoing._store.postgres import parse_postgres_url
 from keepgoing._store.postgres.sql import translate
-from keepgoing._store.url import redact_url, store_from_url
+from keepgoing._store.url import redact_url
 from keepgoing.errors import InvalidStoreURLError
 
 REWRITES = [

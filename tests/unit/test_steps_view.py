@@ -5,7 +5,7 @@ from __future__ import annotations
 from keepgoing._client.steps import build_steps, page
 from keepgoing._history import events as ev
 from keepgoing._store.gateway_protocol import UsageRow
-from keepgoing._store.inspect_protocol import TaskRow
+from keepgoing._store.inspect_protocol import TaskState
 from keepgoing._store.records import AuditEntry
 
 LOST = ev.ErrorInfo(type="keepgoing.WorkerLost", message="worker w1 stopped")
@@ -34,7 +34,7 @@ def _history() -> list[ev.Event]:
 
 
 def test_attempts_causes_memory_and_reuse() -> None:
-    running = TaskRow("r", 2, "score", "running", 2, 0, 1, 15.0, 75.0, "w2", 13.0)
+    running = TaskState("r", 2, "score", "running", 2, 0, 1, 15.0, 75.0, "w2", 13.0)
     kill = AuditEntry(
         at=12.5,
         actor_kind="user",
@@ -123,7 +123,7 @@ def _usage(step: int, attempt: int, calls: int, cost: float, state: str) -> Usag
 
 
 def test_each_attempt_shows_what_its_model_calls_cost() -> None:
-    running = TaskRow("r", 2, "score", "running", 2, 0, 1, 15.0, 75.0, "w2", 13.0)
+    running = TaskState("r", 2, "score", "running", 2, 0, 1, 15.0, 75.0, "w2", 13.0)
     rows = [_usage(2, 1, 2, 0.02, "lost"), _usage(2, 2, 1, 0.01, "open"), _usage(9, 1, 1, 1, "x")]
     fetch, score = build_steps("r", _history(), [running], usage=rows)
     assert fetch.usage is None and fetch.as_dict()["usage"] is None  # no model call

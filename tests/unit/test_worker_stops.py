@@ -1,13 +1,13 @@
-"""The pure rules of worker stops (``_store/stops.py``) and how ``decide_failure``
+"""The pure rules of worker stops (``_store/worker_stops.py``) and how ``decide_failure``
 counts a loss by its cause."""
 
 from __future__ import annotations
 
 import pytest
 
-from keepgoing._store import stops
-from keepgoing._store.stops import StopRow, loss_stamp, release_stamp
+from keepgoing._store import worker_stops as stops
 from keepgoing._store.transitions import decide_failure
+from keepgoing._store.worker_stops import StopRow, loss_stamp, release_stamp
 
 
 def _stop(

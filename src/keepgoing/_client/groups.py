@@ -20,7 +20,7 @@ from keepgoing._groups.spec import GroupRevision
 from keepgoing._groups.upgrade import (
     DeployOptions,
     DeployOutcome,
-    Migration,
+    RunMove,
     deploy_plan,
     migrate_run,
 )
@@ -71,7 +71,7 @@ class GroupClient:
         run_id: str | None = None,
         force: bool = False,
         check_time_limit: float = 60.0,
-    ) -> Migration:
+    ) -> RunMove:
         """Move an open run to ``to_revision`` of its group, once its history replays on
         that revision's source (``force``: without the check). Written to the audit log.
 
@@ -91,9 +91,9 @@ class GroupClient:
                     "check_time_limit": check_time_limit,
                 },
             )
-            return Migration.from_body(found)
+            return RunMove.from_body(found)
 
-        async def move() -> Migration:
+        async def move() -> RunMove:
             now = system_clock.now()
             moved = await migrate_run(
                 self._s.store,
@@ -117,8 +117,8 @@ class GroupClient:
             )
             return moved
 
-        migration: Migration = self._s.run(move())
-        return migration
+        moved: RunMove = self._s.run(move())
+        return moved
 
     def statuses(self) -> list[ops.GroupStatus]:
         """Every group with its settings, instances and newest decision."""

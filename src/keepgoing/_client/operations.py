@@ -38,7 +38,7 @@ from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._payload import check_message_payload
-from keepgoing._store.inspect_protocol import TaskRow
+from keepgoing._store.inspect_protocol import TaskState
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import ReviewRequest, RunRecord
 from keepgoing._workflow.review import (
@@ -154,7 +154,7 @@ def build_operation(
     operation_id: str,
     run: RunRecord,
     events: Sequence[ev.Event],
-    tasks: Sequence[TaskRow] = (),
+    tasks: Sequence[TaskState] = (),
     logs: dict[int, str] | None = None,
 ) -> Operation:
     """The operation's status from its run's history and task rows.

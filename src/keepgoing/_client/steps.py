@@ -14,7 +14,7 @@ Rules:
 * an attempt ends at its ``TaskAttemptFailed`` (``reason``: ``error``,
   ``timeout``, ``worker_lost``, ``released``) or its ``TaskCompleted``;
 * ``cause`` is why a lost or released attempt's worker stopped, as its
-  ``TaskAttemptFailed`` records it (``_store/stops.py``: ``killed_by_request``
+  ``TaskAttemptFailed`` records it (``_store/worker_stops.py``: ``killed_by_request``
   with ``killed_by`` the actor and ``via`` where from, ``scaled_down``,
   ``unexplained``, ...), ``cause_text`` says it in words ("worker killed from
   the UI by alice") and ``counted`` whether the loss counted against
@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from keepgoing._history import events as ev
-from keepgoing._store import stops
+from keepgoing._store import worker_stops
 from keepgoing._store.gateway_protocol import UsageQuery, UsageRow
-from keepgoing._store.inspect_protocol import TaskRow
+from keepgoing._store.inspect_protocol import TaskState
 from keepgoing._store.records import AuditEntry
 
 __all__ = [
@@ -170,7 +170,7 @@ def _error(info: ev.ErrorInfo | None) -> dict[str, Any] | None:
 def build_steps(
     run_id: str,
     events: Iterable[ev.Event],
-    tasks: Sequence[TaskRow] = (),
+    tasks: Sequence[TaskState] = (),
     kills: Sequence[AuditEntry] = (),
     usage: Sequence[UsageRow] = (),
 ) -> list[StepView]:
@@ -279,13 +279,13 @@ def _failed_attempt(e: ev.TaskAttemptFailed) -> AttemptView:
         error=_error(e.error),
         cause=e.cause or e.reason,
         retry_at=e.retry_at,
-        cause_text=stops.describe(e.reason, e.cause, e.actor, e.via),
+        cause_text=worker_stops.describe(e.reason, e.cause, e.actor, e.via),
     )
-    if e.cause == stops.KILLED_BY_REQUEST:
+    if e.cause == worker_stops.KILLED_BY_REQUEST:
         view.killed_by = e.actor
     if e.reason in ("worker_lost", "released"):
         view.via = e.via
-        view.counted = stops.counts_as_loss(e.reason, e.cause)
+        view.counted = worker_stops.counts_as_loss(e.reason, e.cause)
     return view
 
 

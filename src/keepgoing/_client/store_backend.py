@@ -36,6 +36,7 @@ from keepgoing._client.requests import (
 from keepgoing._client.runs import RunsPage, Served, WorkflowRun, WorkflowRunHandle
 from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
+from keepgoing._open_store import store_from_url
 from keepgoing._payload import check_message_payload
 from keepgoing._portal import Portal
 from keepgoing._store.doorbell import WaitKey
@@ -52,13 +53,12 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
-from keepgoing._store.stops import KILLED_BY_REQUEST
-from keepgoing._store.url import store_from_url
+from keepgoing._store.worker_stops import KILLED_BY_REQUEST
 from keepgoing._worker import process
 from keepgoing._worker.inprocess import drive
 from keepgoing._worker.settings import WorkerSettings
-from keepgoing._worker.stopping import kill_recorded
 from keepgoing._worker.worker import Worker
+from keepgoing._worker.worker_stops import kill_recorded
 from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.messages import check_name
 from keepgoing._workflow.registry import registry

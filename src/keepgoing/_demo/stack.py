@@ -26,10 +26,10 @@ import uvicorn
 from keepgoing._client.client import Client
 from keepgoing._client.deploy import WorkflowWorker, deploy_workflow_worker
 from keepgoing._groups.service import worker_store_url
+from keepgoing._open_store import store_from_url
 from keepgoing._server.app import create_app
 from keepgoing._server.serve import bind
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import store_from_url
 from keepgoing.errors import KeepgoingError
 
 __all__ = ["DemoError", "LocalStack"]

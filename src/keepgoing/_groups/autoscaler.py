@@ -48,7 +48,7 @@ from keepgoing._groups.backend import GroupBackend
 from keepgoing._groups.pinned import OldRevision, PinnedRevisions, ensure_old, retire, split_loads
 from keepgoing._groups.secrets import SecretBox
 from keepgoing._groups.spec import GroupRevision, Instance
-from keepgoing._groups.stops import record_terminations, store_hook
+from keepgoing._groups.worker_stops import record_terminations, store_hook
 from keepgoing._store.group_records import GroupLoad, GroupRecord, InstanceRecord
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import WorkerRecord

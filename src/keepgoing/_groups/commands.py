@@ -10,7 +10,7 @@ from keepgoing._clock import system_clock
 from keepgoing._groups.local import kill_local_instance
 from keepgoing._groups.secrets import SecretBox, check_secret_name
 from keepgoing._groups.spec import check_group_name
-from keepgoing._groups.stops import matching_workers
+from keepgoing._groups.worker_stops import matching_workers
 from keepgoing._store.group_records import (
     DecisionRecord,
     GroupRecord,
@@ -19,7 +19,7 @@ from keepgoing._store.group_records import (
 )
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import WorkerStop
-from keepgoing._store.stops import KILLED_BY_REQUEST
+from keepgoing._store.worker_stops import KILLED_BY_REQUEST
 from keepgoing.errors import GroupConflictError, GroupError, GroupNotFoundError
 
 __all__ = [

@@ -32,7 +32,7 @@ shutdown grace); :meth:`LocalBackend.kill_instance` sends SIGKILL. Before each
 signal it calls :attr:`LocalBackend.on_stop` with the cause (``scaled_down``,
 ``replaced``, ``drain_timeout`` when :meth:`LocalBackend.close` SIGKILLs a
 replica whose grace ran out, ``killed_by_request``), so the worker's losses are
-recorded with it (``_groups/stops.py``).
+recorded with it (``_groups/worker_stops.py``).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from keepgoing._backoff import backoff
 from keepgoing._groups.envs import BuiltEnv, build_env
 from keepgoing._groups.replica_env import ReplicaAccess, replica_environment
 from keepgoing._groups.spec import GroupRevision, Instance, cpu_cores, memory_bytes
-from keepgoing._groups.stops import StopHook
-from keepgoing._store.stops import DRAIN_TIMEOUT, KILLED_BY_REQUEST, REPLACED, SCALED_DOWN
+from keepgoing._groups.worker_stops import StopHook
+from keepgoing._store.worker_stops import DRAIN_TIMEOUT, KILLED_BY_REQUEST, REPLACED, SCALED_DOWN
 from keepgoing.errors import GroupNotFoundError
 
 __all__ = ["LocalBackend", "kill_local_instance"]

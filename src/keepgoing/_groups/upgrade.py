@@ -37,7 +37,7 @@ from keepgoing.errors import DeployRefusedError, GroupError, KeepgoingError, Run
 __all__ = [
     "DeployOptions",
     "DeployOutcome",
-    "Migration",
+    "RunMove",
     "deploy_plan",
     "migrate_run",
     "refusal",
@@ -224,7 +224,7 @@ def _python(plan: DeployPlan) -> str | None:
 
 
 @dataclass(frozen=True)
-class Migration:
+class RunMove:
     """A run moved by ``keepgoing runs migrate``: where it is now, and its check."""
 
     workflow_id: str
@@ -243,7 +243,7 @@ class Migration:
         }
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> Migration:
+    def from_body(cls, body: Mapping[str, Any]) -> RunMove:
         replay = body.get("replay")
         return cls(
             workflow_id=str(body["workflow_id"]),
@@ -263,7 +263,7 @@ async def migrate_run(
     run_id: str | None = None,
     force: bool = False,
     time_limit: float = DEFAULT_TIME_LIMIT,
-) -> Migration:
+) -> RunMove:
     """Move one open run to ``to_revision`` of its group, after replaying its history on
     that revision's source (skipped with ``force``).
 
@@ -297,7 +297,7 @@ async def migrate_run(
     moved = await store.migrate_run(
         workflow_id, run.run_id, to_revision=to_revision, now=now, expect_seq=expect
     )
-    return Migration(
+    return RunMove(
         workflow_id=moved.workflow_id,
         run_id=moved.run_id,
         from_revision=run.group_revision,

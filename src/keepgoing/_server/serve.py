@@ -21,6 +21,7 @@ import uvicorn
 from starlette.responses import JSONResponse, Response
 
 from keepgoing._gateway.config import GatewayConfig, load_config
+from keepgoing._open_store import store_from_url
 from keepgoing._procinfo import refuse_inspection
 from keepgoing._server.app import create_app
 from keepgoing._server.defaults import (
@@ -38,7 +39,7 @@ from keepgoing._server.logging import configure_logging
 from keepgoing._server.middleware import NoSniff
 from keepgoing._store.protocol import Store
 from keepgoing._store.startup import Opening
-from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
+from keepgoing._store.url import redact_url, resolve_store_url
 from keepgoing._version import __version__
 from keepgoing.errors import ConfigurationError, StoreError
 

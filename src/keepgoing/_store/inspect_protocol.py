@@ -36,7 +36,7 @@ __all__ = [
     "RunCursor",
     "RunFilter",
     "RunPage",
-    "TaskRow",
+    "TaskState",
 ]
 
 #: Every status a run can have.
@@ -124,7 +124,7 @@ class RunPage:
 
 
 @dataclass(frozen=True)
-class TaskRow:
+class TaskState:
     """A step's task row as it stands: its current (or last) attempt and lease."""
 
     run_id: str
@@ -176,11 +176,11 @@ class InspectStore(abc.ABC):
         """Runs whose ``updated_at >= since``, least recently updated first, at most ``limit``."""
 
     @abc.abstractmethod
-    async def run_tasks(self, run_id: str) -> list[TaskRow]:
+    async def run_tasks(self, run_id: str) -> list[TaskState]:
         """Every task row of ``run_id``, by ``cmd``."""
 
     @abc.abstractmethod
-    async def uncertain_steps(self, *, limit: int = 200) -> list[TaskRow]:
+    async def uncertain_steps(self, *, limit: int = 200) -> list[TaskState]:
         """Task rows whose attempt raised ``UncertainOutcome`` (status ``uncertain``)
         in runs that are still open (running or blocked), oldest run first, at most
         ``limit``: the review queue's candidates. A step a reviewer has decided on

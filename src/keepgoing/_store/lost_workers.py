@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from keepgoing._store.stops import StopRow, describe, stamp_of
+from keepgoing._store.worker_stops import StopRow, describe, stamp_of
 
 __all__ = ["HEARTBEAT_DEADLINE", "KEEP_LOST", "deadline_of", "lost_reason"]
 

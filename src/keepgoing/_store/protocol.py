@@ -1,7 +1,8 @@
 """The store protocol: the one boundary between the engine and its storage.
 
-Every backend (``sqlite``, ``postgres`` and ``memory``) implements
-:class:`Store` and passes the same contract suite (``tests/contract``).
+Both stores (``sqlite``, which also serves ``memory://`` in memory, and
+``postgres``) implement :class:`Store` over one SQL body (``sql/``) and pass the
+same contract suite (``tests/contract``).
 
 Model
 -----
@@ -15,7 +16,8 @@ Model
   its own lease, ``fence``, attempt counter, failure and worker-loss counters.
 * A **timer** row exists for every ``TimerStarted``: pending, fired or cancelled.
 * Every claim increments the claimed row's ``fence``. A write that presents a
-  fence must find the row still at that fence, or it writes nothing.
+  fence must find the row still at that fence, or it writes nothing (the rule
+  is one SQL fragment, ``FENCED`` in ``sql/leases.py``).
 
 Time is always passed in (``now``) so tests can use a fake clock. Methods are
 coroutines; they never block the event loop for long.
@@ -292,7 +294,8 @@ class Store(
     ) -> set[tuple[str, int]]:
         """Extend every lease ``worker_id`` holds, in one go.
 
-        Task leases become ``min(now + lease_ttl, deadline + lease_ttl)``; the
+        Task leases run ``lease_ttl`` from now but never more than ``lease_ttl``
+        past the attempt's deadline (the attempt-lease cap, ``sql/leases.py``); the
         orchestrator thereby enforces the attempt timeout. Also refreshes the
         worker's registry row. Returns the ``(run_id, cmd)`` of the task
         attempts the worker still holds; an attempt missing from it was lost.
@@ -455,11 +458,11 @@ class Store(
         on purpose and why; returns the stop's id for :meth:`settle_worker_stop`.
 
         Until it is settled the stop is pending: the reaper leaves that worker's
-        attempts alone (for at most ``stops.PENDING_GRACE`` seconds). Each attempt
+        attempts alone (for at most ``worker_stops.PENDING_GRACE`` seconds). Each attempt
         later taken from the worker, by the reaper (``worker_lost``) or by
         :meth:`release_tasks`, records the newest stop's cause, actor and ``via``
-        in its ``TaskAttemptFailed``; the rules are in ``_store/stops.py`` (a
-        :class:`WorkerStop` with a cause not in ``stops.CAUSES`` cannot be made).
+        in its ``TaskAttemptFailed``; the rules are in ``_store/worker_stops.py`` (a
+        :class:`WorkerStop` with a cause not in ``worker_stops.CAUSES`` cannot be made).
         """
 
     @abc.abstractmethod

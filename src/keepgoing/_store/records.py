@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from keepgoing._history.events import ErrorInfo, Event
-from keepgoing._store.stops import CAUSES
 from keepgoing._store.trouble import Trouble
 from keepgoing._store.volume_records import StagedCommit
+from keepgoing._store.worker_stops import CAUSES
 
 __all__ = [
     "OPEN",
@@ -355,7 +355,7 @@ class WorkerRecord:
 @dataclass(frozen=True)
 class WorkerStop:
     """A stop of worker ``worker_id`` that its stopper records before the signal
-    (``cause``: one of ``_store/stops.py``'s ``CAUSES``). ``actor_kind`` and
+    (``cause``: one of ``_store/worker_stops.py``'s ``CAUSES``). ``actor_kind`` and
     ``actor_id`` say who asked (``"user"``, ``"alice"``); ``via`` where from
     (``"ui"``, ``"cli"``, ``"api"``, ``"autoscaler"``, ``"worker"``)."""
 
@@ -365,7 +365,7 @@ class WorkerStop:
     actor_id: str = ""
     via: str = ""
     detail: str = ""
-    #: The attempt a stop the task caused is traced to (``stops.traced``).
+    #: The attempt a stop the task caused is traced to (``worker_stops.traced``).
     blame_run_id: str | None = None
     blame_cmd: int | None = None
     #: The local process that asked for the stop, when it is not the recorder's own

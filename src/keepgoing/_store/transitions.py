@@ -2,10 +2,10 @@
 
 Errors the task raises and timeouts count against ``retries``; attempts lost
 with their worker count against ``max_worker_losses``, apart from ``retries``,
-when the loss blames the task (``stops.blames_task``: no known cause, or one
+when the loss blames the task (``worker_stops.blames_task``: no known cause, or one
 that points at the task); a loss keepgoing or its operator caused counts
 against neither, and neither does an attempt a stopping worker handed back,
-unless the task's own code stopped that worker (``stops.BY_TASK``).
+unless the task's own code stopped that worker (``worker_stops.BY_TASK``).
 An attempt that raised ``UncertainOutcome`` (reason ``"uncertain"``) is never
 retried: its write may have happened, so the step waits for a review instead.
 Backoff starts at ``retry_delay``, doubles per failure, is capped, and has
@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 
 from keepgoing._history.events import ErrorInfo
-from keepgoing._store.stops import counts_as_loss
+from keepgoing._store.worker_stops import counts_as_loss
 
 __all__ = [
     "BACKOFF_CAP",
@@ -75,7 +75,7 @@ def decide_failure(
     """Decide the fate of a task whose attempt just failed for ``reason``.
 
     ``failures`` and ``worker_losses`` are the counts *before* this attempt;
-    ``cause`` is why the worker stopped, for a loss (``_store/stops.py``).
+    ``cause`` is why the worker stopped, for a loss (``_store/worker_stops.py``).
     """
     if reason == UNCERTAIN:
         # The write may have happened: another attempt could apply it twice.

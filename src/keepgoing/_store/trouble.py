@@ -1,7 +1,7 @@
 """Trouble markers: what went wrong in a run, counted by the commits that record it.
 
 A run's row keeps four counters (migration 0018), updated by the same
-statement that appends the events they count (``sql/runs.py``'s append), so
+statement that appends the events they count (``sql/history.py``'s append), so
 the runs list, its filters and its counts never read a history:
 
 * ``worker_losses`` — attempts lost with their worker (``TaskAttemptFailed``,

@@ -14,6 +14,9 @@ With no URL and no ``KEEPGOING_STORE``, the store is the project's: the
 one (as git finds ``.git``), holding ``keepgoing.db``; when no folder up to the
 root has one, it is made in the working directory. So a script run from a
 subfolder opens the same store as one run at the project's top.
+
+This module only reads and spells URLs; opening the store a URL names is
+``keepgoing._open_store.store_from_url``, above both stores.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Literal, NamedTuple
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from keepgoing._store.protocol import Store
 from keepgoing.errors import InvalidStoreURLError
 
 __all__ = [
@@ -31,9 +34,10 @@ __all__ = [
     "PROJECT_FOLDER",
     "default_store_url",
     "project_folder",
+    "StoreURL",
+    "parse_store_url",
     "redact_url",
     "resolve_store_url",
-    "store_from_url",
 ]
 
 #: The folder that marks a project's store (and holds its background orchestrator's files).
@@ -86,8 +90,20 @@ def redact_url(url: str) -> str:
 _QUERY_PASSWORD = re.compile(r"((?:^|&)(?:password|sslpassword)=)[^&]*", re.IGNORECASE)
 
 
-def store_from_url(url: str | None = None) -> Store:
-    """Build (not open) the store a URL names.
+class StoreURL(NamedTuple):
+    """A store URL, checked: which store it names and that store's options."""
+
+    kind: Literal["sqlite", "postgresql"]
+    #: The URL as given (resolved from the environment when none was).
+    text: str
+    #: SQLite's file (``:memory:`` in memory); None for PostgreSQL.
+    path: str | None = None
+    #: SQLite's ``synchronous`` option.
+    synchronous: str = "full"
+
+
+def parse_store_url(url: str | None = None) -> StoreURL:
+    """Check the URL (or ``KEEPGOING_STORE``, or the project's store) and say what it names.
 
     Raises:
         InvalidStoreURLError: the URL is not one of the accepted forms.
@@ -97,31 +113,15 @@ def store_from_url(url: str | None = None) -> Store:
         raise InvalidStoreURLError(f"a store URL must be a string, not {type(text).__name__}")
     if text in ("memory://", "sqlite://", "sqlite:///:memory:"):
         # ``memory://`` is another spelling of ``sqlite://``: SQLite in memory.
-        from keepgoing._store.sqlite import SqliteStore  # noqa: PLC0415
-
-        return SqliteStore(":memory:", url=text)
+        return StoreURL("sqlite", text, ":memory:")
     if text.startswith("sqlite:///"):
         return _sqlite(text)
     if text.startswith(("postgresql://", "postgres://")):
-        return _postgres(text)
+        return StoreURL("postgresql", text)
     raise InvalidStoreURLError(f"{text!r} is not a store URL; use one of: {_FORMS}")
 
 
-def _postgres(text: str) -> Store:
-    try:
-        from keepgoing._store.postgres import PostgresStore  # noqa: PLC0415
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("psycopg", "psycopg_pool"):
-            raise
-        raise InvalidStoreURLError(
-            "PostgreSQL stores need psycopg: pip install 'keepgoing[postgres]'"
-        ) from None
-    return PostgresStore(text)
-
-
-def _sqlite(text: str) -> Store:
-    from keepgoing._store.sqlite import SqliteStore  # noqa: PLC0415
-
+def _sqlite(text: str) -> StoreURL:
     rest = text[len("sqlite:///") :]
     path, _, query = rest.partition("?")
     if not path:
@@ -135,4 +135,4 @@ def _sqlite(text: str) -> Store:
         raise InvalidStoreURLError(
             f"{text!r}: synchronous must be 'full' or 'normal', not {synchronous!r}"
         )
-    return SqliteStore(path, synchronous=synchronous, url=text)
+    return StoreURL("sqlite", text, path, synchronous)

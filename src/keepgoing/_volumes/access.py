@@ -18,9 +18,10 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from keepgoing._open_store import store_from_url
 from keepgoing._portal import Portal
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import resolve_store_url, store_from_url
+from keepgoing._store.url import resolve_store_url
 
 __all__ = ["call", "shared_store", "same_store"]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from keepgoing._runtime.context import current_task_context
 from keepgoing._store.records import WorkerStop
-from keepgoing._store.stops import SHUTDOWN, SIGNALLED_BY_TASK
+from keepgoing._store.worker_stops import SHUTDOWN, SIGNALLED_BY_TASK
 
 __all__ = ["Sent", "stop_for", "taken", "watch"]
 

@@ -31,7 +31,7 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
-from keepgoing._store.stops import HUNG_RESTART, SHUTDOWN, engine_stop
+from keepgoing._store.worker_stops import HUNG_RESTART, SHUTDOWN, engine_stop
 from keepgoing._worker import process
 from keepgoing._worker.activation import NOTHING, Activator, FollowUp
 from keepgoing._worker.attempts import failed_outcome, run_attempt

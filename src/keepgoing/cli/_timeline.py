@@ -15,7 +15,7 @@ from rich.text import Text
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps
-from keepgoing._store.stops import counts_as_loss, describe
+from keepgoing._store.worker_stops import counts_as_loss, describe
 from keepgoing.cli._common import add_row
 
 __all__ = ["Attempt", "Step", "Timeline", "build", "render", "steps_table"]

@@ -18,7 +18,8 @@ from keepgoing._groups.kubernetes.manifests import RenderedGroup
 from keepgoing._groups.kubernetes.settings import KubernetesSettings
 from keepgoing._groups.registration import DeployPlan
 from keepgoing._groups.spec import GroupRevision
-from keepgoing._store.url import resolve_store_url, store_from_url
+from keepgoing._open_store import store_from_url
+from keepgoing._store.url import resolve_store_url
 from keepgoing.errors import GroupError
 
 __all__ = ["deploy_to_kubernetes"]

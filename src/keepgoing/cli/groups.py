@@ -441,8 +441,8 @@ def serve_groups(
         keepgoing groups serve --store sqlite:///runs.db
     """
     from keepgoing._groups.service import group_autoscaler  # noqa: PLC0415
+    from keepgoing._open_store import store_from_url  # noqa: PLC0415
     from keepgoing._procinfo import refuse_inspection  # noqa: PLC0415
-    from keepgoing._store.url import store_from_url  # noqa: PLC0415
     from keepgoing._worker.orchestrator import Orchestrator  # noqa: PLC0415
 
     setup_logging(verbose)

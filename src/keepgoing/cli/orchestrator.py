@@ -16,7 +16,7 @@ import typer
 from keepgoing._client import orchestrator as background
 from keepgoing._clock import system_clock
 from keepgoing._groups.autoscaler import SERVICE
-from keepgoing._store.url import store_from_url
+from keepgoing._open_store import store_from_url
 from keepgoing.cli._app import app, setup_logging
 from keepgoing.cli._common import (
     JsonOption,

@@ -15,10 +15,10 @@ from rich.table import Table
 
 from keepgoing._client.store_backend import current_user
 from keepgoing._clock import system_clock
+from keepgoing._open_store import store_from_url
 from keepgoing._server import tokens
 from keepgoing._store.auth_protocol import PERMISSIONS, TokenRecord
 from keepgoing._store.protocol import Store
-from keepgoing._store.url import store_from_url
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (
     JsonOption,

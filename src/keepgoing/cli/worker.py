@@ -11,8 +11,9 @@ from typing import Annotated
 
 import typer
 
+from keepgoing._open_store import store_from_url
 from keepgoing._store.startup import Opening
-from keepgoing._store.url import redact_url, resolve_store_url, store_from_url
+from keepgoing._store.url import redact_url, resolve_store_url
 from keepgoing._worker import process, signals
 from keepgoing._worker.loader import load_file, task_queues_from_env
 from keepgoing._worker.redact import install_log_redaction, install_stream_redaction

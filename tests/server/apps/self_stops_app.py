@@ -16,15 +16,15 @@ import time
 import httpx
 
 from keepgoing import task, workflow
+from keepgoing._open_store import store_from_url
 from keepgoing._runtime.context import current_task_context
 from keepgoing._store.records import WorkerStop
-from keepgoing._store.url import store_from_url
 
 #: Records a stop for a worker, as any program with the store's URL can.
 RECORD = """
 import asyncio, sys, time
 from keepgoing._store.records import WorkerStop
-from keepgoing._store.url import store_from_url
+from keepgoing._open_store import store_from_url
 
 async def main():
     store = store_from_url(sys.argv[1])

@@ -28,8 +28,8 @@ from keepgoing._groups.kubernetes.manifests import (
 )
 from keepgoing._groups.kubernetes.settings import KubernetesSettings
 from keepgoing._groups.spec import GroupRevision, Instance
-from keepgoing._groups.stops import Termination
-from keepgoing._store.stops import OOM_KILLED
+from keepgoing._groups.worker_stops import Termination
+from keepgoing._store.worker_stops import OOM_KILLED
 from keepgoing.errors import GroupError, GroupNotFoundError
 
 __all__ = ["KubernetesBackend", "apply_manifests"]

@@ -8,12 +8,12 @@ its identity, and a row that names a process it cannot prove (a forged row) are
 refused with 409 ``worker_not_killable`` naming why, and the refusal is audited
 (``worker.kill_refused``), so an attempt to kill through a forged row is on
 record. Each kill is audited (``worker.kill``) with the caller as its actor, and
-recorded as a stop of that worker before the signal (``_worker/stopping.py``),
+recorded as a stop of that worker before the signal (``_worker/worker_stops.py``),
 so the attempts it loses carry the cause ``killed_by_request`` and count
 against no limit, unless the request came from the worker's own process or a
 descendant of it (found from the request's connection, ``_procinfo.peer_pid``):
 a task killing its own worker is ``stopped_by_task`` and counts against its
-``max_worker_losses`` (``_store/stops.py``).
+``max_worker_losses`` (``_store/worker_stops.py``).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from keepgoing._server.routes._common import (
 )
 from keepgoing._server.schemas import ID_PATTERN
 from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord, WorkerStop
-from keepgoing._store.stops import KILLED_BY_REQUEST
+from keepgoing._store.worker_stops import KILLED_BY_REQUEST
 from keepgoing._worker import process
-from keepgoing._worker.stopping import kill_recorded
+from keepgoing._worker.worker_stops import kill_recorded
 
 __all__ = ["router"]
 
@@ -86,7 +86,7 @@ async def _kill(
     origin: int | None = None,
 ) -> KillResult:
     # The stop is recorded before the signal, so the reaper that takes the
-    # worker's attempts knows the loss was asked for (``_store/stops.py``); the
+    # worker's attempts knows the loss was asked for (``_store/worker_stops.py``); the
     # store traces it to the task when ``origin`` is the worker's own process.
     stop = WorkerStop(worker.worker_id, KILLED_BY_REQUEST, who.kind, who.id, via, origin_pid=origin)
     try:

@@ -1,8 +1,8 @@
 """Pooled PostgreSQL connections that run the shared op functions.
 
-Every store call is an op function (one of the shared ``_sqlite_*`` functions)
-handed to a few threads that own no connection of their own: they take one
-from a ``psycopg_pool.ConnectionPool`` per batch (``_postgres_group``).
+Every store call is an op function (one of the shared ``keepgoing._store.sql``
+functions) handed to a few threads that own no connection of their own: they take
+one from a ``psycopg_pool.ConnectionPool`` per batch (``postgres/group.py``).
 Reads run in autocommit mode; writes run in a transaction whose statements
 are pipelined (``PgConnection``) and which sends ``NOTIFY`` before its
 ``COMMIT`` when a write made work for others (``pg_notify`` is
@@ -90,10 +90,6 @@ class Outage:
         self._began = 0.0  # when the outage that was logged began
         self._told_up = True
         self._up_at = -self.QUIET
-
-    @property
-    def down_since(self) -> float | None:
-        return self._since
 
     def recent(self) -> bool:
         """Down now, or back for less than :attr:`QUIET` seconds."""

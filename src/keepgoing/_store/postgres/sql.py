@@ -9,7 +9,7 @@ connection, and rewrites each statement once (the result is cached):
 SQLite                           PostgreSQL
 ===============================  ==========================================
 ``?``                            ``%s`` (and a literal ``%`` becomes ``%%``)
-``/*FOR UPDATE ...*/``           ``FOR UPDATE ...`` (see ``_dialect``)
+``/*FOR UPDATE ...*/``           ``FOR UPDATE ...`` (see ``sql/dialect.py``)
 ``MIN(a, b)``, ``MAX(a, b)``     ``LEAST(a, b)``, ``GREATEST(a, b)``
 ``INSERT OR REPLACE INTO t``     ``INSERT INTO t ... ON CONFLICT (key) DO UPDATE``
 ``INSERT OR IGNORE INTO t``      ``INSERT INTO t ... ON CONFLICT DO NOTHING``
@@ -266,5 +266,5 @@ class PgConnection:
         return cursor
 
     def lock_key(self, key: str) -> None:
-        """A transaction-scoped advisory lock on ``key`` (see ``_dialect.lock_key``)."""
+        """A transaction-scoped advisory lock on ``key`` (see ``sql/dialect.lock_key``)."""
         self.raw.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))

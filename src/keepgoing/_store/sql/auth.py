@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, NamedTuple
 
 from keepgoing._payload import dumps, loads
 from keepgoing._store.auth_protocol import AuthStore, SessionRecord, TokenKind, TokenRecord
 from keepgoing._store.refused import name_refused
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, one
 from keepgoing.errors import StoreError
 
@@ -107,7 +107,7 @@ def _record(r: TokenRow) -> TokenRecord:
     )
 
 
-def _create(conn: sqlite3.Connection, t: TokenRecord) -> None:
+def _create(conn: Connection, t: TokenRecord) -> None:
     # A failed statement aborts a PostgreSQL transaction, so the duplicate is
     # detected with ON CONFLICT rather than by catching the error.
     row = one(
@@ -130,12 +130,12 @@ def _create(conn: sqlite3.Connection, t: TokenRecord) -> None:
         raise StoreError(f"a token with id {t.token_id!r} already exists")
 
 
-def _get(conn: sqlite3.Connection, token_id: str) -> TokenRecord | None:
+def _get(conn: Connection, token_id: str) -> TokenRecord | None:
     row = one(conn, TokenRow, f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token_id = ?", (token_id,))
     return _record(row) if row is not None else None
 
 
-def _revoke(conn: sqlite3.Connection, token_id: str, now: float) -> TokenRecord | None:
+def _revoke(conn: Connection, token_id: str, now: float) -> TokenRecord | None:
     conn.execute(
         "UPDATE tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
         (now, token_id),
@@ -143,7 +143,7 @@ def _revoke(conn: sqlite3.Connection, token_id: str, now: float) -> TokenRecord 
     return _get(conn, token_id)
 
 
-def _create_session(conn: sqlite3.Connection, s: SessionRecord, forget_before: float) -> None:
+def _create_session(conn: Connection, s: SessionRecord, forget_before: float) -> None:
     conn.execute(
         "DELETE FROM ui_sessions WHERE expires_at < ? OR ended_at < ?",
         (forget_before, forget_before),

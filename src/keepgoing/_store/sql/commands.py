@@ -11,7 +11,6 @@ ending may end it in turn. These rules call into both ``runs`` and
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -19,8 +18,9 @@ from typing import NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, encode
 from keepgoing._store import records as rec
-from keepgoing._store.sql import messaging, reviews, versions
+from keepgoing._store.sql import history, leases, messaging, reviews, versions
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.transitions import PARENT_ENDED
 
@@ -36,10 +36,8 @@ __all__ = [
 
 
 class _CommitRun(NamedTuple):
-    """What a commit reads of its run (locked)."""
+    """What a commit reads of its run (locked, and only while its fence holds)."""
 
-    fence: int
-    status: str
     last_input_seq: int
     next_seq: int
     workflow_id: str
@@ -63,12 +61,14 @@ class _Child(NamedTuple):
     status: str
 
 
-_COMMIT_RUN = f"SELECT {columns(_CommitRun)} FROM runs WHERE run_id = ? /*FOR UPDATE*/"
+_COMMIT_RUN = (
+    f"SELECT {columns(_CommitRun)} FROM runs WHERE run_id = ? AND {leases.FENCED} /*FOR UPDATE*/"
+)
 
 
-def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.CommitResult:
-    row = one(conn, _CommitRun, _COMMIT_RUN, (c.run_id,))
-    if row is None or row.fence != c.fence or row.status != "running":
+def commit_activation(conn: Connection, c: rec.ActivationCommit) -> rec.CommitResult:
+    row = one(conn, _CommitRun, _COMMIT_RUN, (c.run_id, c.fence))
+    if row is None:
         return rec.CommitResult(ok=False)
     # The code version joins the activation's own update of the run: no update of its own.
     noted = versions.note(conn, c.run_id, c.code_version, row.code_version, row.code_versions)
@@ -81,7 +81,7 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
     )
     last, eager = append_and_apply(
         conn,
-        ops.RunRef(c.run_id, row.workflow_id, row.task_queue),
+        ops.CommandRun(c.run_id, row.workflow_id, row.task_queue),
         [marker],
         c.commands,
         c.now,
@@ -97,8 +97,8 @@ def commit_activation(conn: sqlite3.Connection, c: rec.ActivationCommit) -> rec.
 
 
 def append_and_apply(
-    conn: sqlite3.Connection,
-    run: ops.RunRef,
+    conn: Connection,
+    run: ops.CommandRun,
     events: Sequence[ev.Event],
     commands: Sequence[ev.Event],
     now: float,
@@ -121,7 +121,7 @@ def append_and_apply(
     if len(commands) == 1 and isinstance(commands[0], _ENDS):
         ending, params = _ending(commands[0], now)
         left_open = (_Open, f"{_LEFT_OPEN}, parent_run_id", (run.run_id,) * 4)
-        last, left = ops.append_returning(
+        last, left = history.append_returning(
             conn,
             run.run_id,
             [*events, *commands],
@@ -133,7 +133,7 @@ def append_and_apply(
         )
         close_run(conn, run.run_id, now, left=left)
         return last, []
-    last = ops.append(
+    last = history.append(
         conn,
         run.run_id,
         [*events, *commands],
@@ -146,8 +146,8 @@ def append_and_apply(
 
 
 def apply_commands(
-    conn: sqlite3.Connection,
-    run: ops.RunRef,
+    conn: Connection,
+    run: ops.CommandRun,
     commands: Sequence[ev.Event],
     now: float,
     eager_worker: str | None,
@@ -166,7 +166,7 @@ def apply_commands(
                 if eager_worker is not None and own_queue and len(eager) < eager_limit
                 else None
             )
-            claim = ops.insert_task(conn, run, command, now, owner, lease_ttl)
+            claim = leases.insert_task(conn, run, command, now, owner, lease_ttl)
             if claim is not None:
                 eager.append(claim)
         elif isinstance(command, ev.TimerStarted):
@@ -187,9 +187,7 @@ def apply_commands(
     return eager
 
 
-def _apply_messaging(
-    conn: sqlite3.Connection, run: ops.RunRef, command: ev.Event, now: float
-) -> None:
+def _apply_messaging(conn: Connection, run: ops.CommandRun, command: ev.Event, now: float) -> None:
     """The effects of messaging commands."""
     run_id, workflow_id = run.run_id, run.workflow_id
     if isinstance(command, ev.MessageSent):
@@ -224,7 +222,7 @@ def _apply_messaging(
 
 
 def _continue_as_new(
-    conn: sqlite3.Connection, run_id: str, command: ev.WorkflowContinuedAsNew, now: float
+    conn: Connection, run_id: str, command: ev.WorkflowContinuedAsNew, now: float
 ) -> None:
     old = ops.get_run(conn, run_id)
     assert old is not None
@@ -279,7 +277,7 @@ def _ending(command: ev.Event, now: float) -> tuple[str, tuple[object, ...]]:
     )
 
 
-def end_run(conn: sqlite3.Connection, run_id: str, command: ev.Event, now: float) -> None:
+def end_run(conn: Connection, run_id: str, command: ev.Event, now: float) -> None:
     """End a run as the command says, then settle what depended on it."""
     ending, params = _ending(command, now)
     # The update also says what the run left open (see close_run): no read of its own.
@@ -306,7 +304,7 @@ _LEFT_OPEN = (
 
 
 def close_run(
-    conn: sqlite3.Connection,
+    conn: Connection,
     run_id: str,
     now: float,
     *,
@@ -350,7 +348,7 @@ def close_run(
 
 
 def after_run_ended(
-    conn: sqlite3.Connection,
+    conn: Connection,
     run_id: str,
     now: float,
     *,
@@ -379,20 +377,20 @@ def after_run_ended(
     for child in open_children:
         if child.status == "running":
             cancel = ev.CancelRequested(reason=PARENT_ENDED, actor_kind="workflow")
-            ops.append(conn, child.run_id, [cancel], now)
+            history.append(conn, child.run_id, [cancel], now)
         else:
             end_run(conn, child.run_id, ev.WorkflowCancelled(reason=PARENT_ENDED), now)
     if notify_parent:
         messaging.tell_parent(conn, run_id, now)
 
 
-def cancel_run(conn: sqlite3.Connection, req: rec.CancelRequest) -> rec.RunRecord:
+def cancel_run(conn: Connection, req: rec.CancelRequest) -> rec.RunRecord:
     run = messaging.open_run(conn, req.workflow_id, req.run_id)
     if run.status == "running":
         cancel = ev.CancelRequested(
             reason=req.reason, actor_kind=req.actor_kind, actor_id=req.actor_id
         )
-        ops.append(conn, run.run_id, [cancel], req.now)
+        history.append(conn, run.run_id, [cancel], req.now)
     else:
         end_run(conn, run.run_id, ev.WorkflowCancelled(reason=req.reason), req.now)
     entry = rec.AuditEntry(

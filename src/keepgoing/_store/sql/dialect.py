@@ -1,8 +1,8 @@
 """What the shared SQL says for PostgreSQL, written so that SQLite ignores it.
 
-The store's queries exist once: the op functions in ``_sqlite_ops``,
-``_sqlite_leases``, ``_sqlite_messaging`` and the store's facets take a
-connection and run SQLite's SQL on it. :class:`~keepgoing._store.postgres.PostgresStore`
+The store's queries exist once: the functions in ``keepgoing._store.sql`` take a
+connection (:class:`~keepgoing._store.sql.connection.Connection`) and run
+SQLite's SQL on it. :class:`~keepgoing._store.postgres.PostgresStore`
 runs the same functions on a psycopg connection wrapped by
 :class:`~keepgoing._store.postgres.sql.PgConnection`, which rewrites the few
 spellings that differ (``?`` placeholders, ``INSERT OR REPLACE``, scalar

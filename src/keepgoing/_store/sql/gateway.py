@@ -8,7 +8,6 @@ transaction that records an attempt's outcome.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -26,6 +25,7 @@ from keepgoing._store.gateway_protocol import (
     UsageReport,
 )
 from keepgoing._store.refused import name_refused
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.gateway_usage import check_query, usage_report
 from keepgoing.errors import StoreError
 
@@ -181,9 +181,7 @@ OPEN_CALLS = (
 )
 
 
-def mark_attempt_calls(
-    conn: sqlite3.Connection, run_id: str, step: int, attempt: int, state: str
-) -> None:
+def mark_attempt_calls(conn: Connection, run_id: str, step: int, attempt: int, state: str) -> None:
     """Settle the ledger rows of one attempt, in the transaction of its outcome."""
     conn.execute(
         "UPDATE gateway_calls SET attempt_state = ? "
@@ -227,7 +225,7 @@ def _values(call: GatewayCall) -> list[Any]:
     return values
 
 
-def _record(conn: sqlite3.Connection, call: GatewayCall) -> None:
+def _record(conn: Connection, call: GatewayCall) -> None:
     # A new row, or the settling of the call's reservation (its 'pending' row) in place.
     row = conn.execute(_UPSERT, _values(call)).fetchone()
     if row is None:
@@ -244,7 +242,7 @@ def _record(conn: sqlite3.Connection, call: GatewayCall) -> None:
 
 
 def _key_state(
-    conn: sqlite3.Connection, token_id: str, now: float
+    conn: Connection, token_id: str, now: float
 ) -> tuple[GatewayKey | None, KeyUsage | None]:
     row = conn.execute(
         f"SELECT {_KEYS} FROM gateway_keys WHERE token_id = ?", (token_id,)
@@ -265,7 +263,7 @@ def _key_state(
 
 
 def _reserve(
-    conn: sqlite3.Connection,
+    conn: Connection,
     call: GatewayCall,
     now: float,
     refuse: Callable[[GatewayKey, KeyUsage], Exception | None],
@@ -292,7 +290,7 @@ def _reserve(
     return refusal
 
 
-def _usage(conn: sqlite3.Connection, key_id: str, now: float) -> KeyUsage:
+def _usage(conn: Connection, key_id: str, now: float) -> KeyUsage:
     minute = conn.execute(
         "SELECT COUNT(*) AS requests, "
         "CAST(COALESCE(SUM(input_tokens + output_tokens), 0) AS BIGINT) AS tokens, "
@@ -338,7 +336,7 @@ _BY_MODEL = (
 )
 
 
-def _by_model(conn: sqlite3.Connection, since: float | None) -> list[ModelUsage]:
+def _by_model(conn: Connection, since: float | None) -> list[ModelUsage]:
     where = "WHERE created_at >= ?" if since is not None else ""
     rows = conn.execute(
         "SELECT COALESCE(model_answered, model_asked) AS model, provider, COUNT(*) AS calls, "
@@ -379,7 +377,7 @@ def _key(row: Any) -> GatewayKey:
     return GatewayKey(models=tuple(loads(models)) if models is not None else None, **r)
 
 
-def _set_key(conn: sqlite3.Connection, key: GatewayKey) -> None:
+def _set_key(conn: Connection, key: GatewayKey) -> None:
     values = [getattr(key, name) for name in KEY_COLUMNS]
     values[1] = dumps(list(key.models)) if key.models is not None else None
     updates = ", ".join(f"{name} = excluded.{name}" for name in KEY_COLUMNS[1:])

@@ -9,7 +9,6 @@ runs, pending timers.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -21,6 +20,7 @@ from keepgoing._store.group_records import (
     RevisionRecord,
 )
 from keepgoing._store.groups_protocol import GroupStore
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import every, one, value
 from keepgoing._store.sql.runs import marks
 from keepgoing.errors import GroupConflictError
@@ -35,7 +35,7 @@ _INSTANCE = "instance_id, group_name, revision, state, pid, host, started_at, en
 _DECISION = "id, group_name, at, from_replicas, to_replicas, reason, queued, running, revision"
 
 
-def _rows(conn: sqlite3.Connection, cls: type[T], sql: str, params: Sequence[Any] = ()) -> list[T]:
+def _rows(conn: Connection, cls: type[T], sql: str, params: Sequence[Any] = ()) -> list[T]:
     """The rows of ``sql`` (``SELECT <columns> FROM ...``) as ``cls``, by column name."""
     columns = sql[len("SELECT ") : sql.index(" FROM ")].split(",")
     names = [c.strip().rsplit(".", 1)[-1] for c in columns]
@@ -187,7 +187,7 @@ class SqlGroupsMixin(GroupStore):
     async def get_secrets(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], str]:
         wanted = list(dict.fromkeys(keys))
 
-        def read(conn: sqlite3.Connection) -> dict[tuple[str, str], str]:
+        def read(conn: Connection) -> dict[tuple[str, str], str]:
             found: dict[tuple[str, str], str] = {}
             for scope, name in wanted:
                 cipher = value(
@@ -244,7 +244,7 @@ class SqlGroupsMixin(GroupStore):
 
 
 def _deploy(
-    conn: sqlite3.Connection,
+    conn: Connection,
     name: str,
     task_queue: str,
     backend: str,
@@ -283,7 +283,7 @@ def _deploy(
     return revision
 
 
-def _delete(conn: sqlite3.Connection, name: str) -> bool:
+def _delete(conn: Connection, name: str) -> bool:
     names = [name] + [
         r.name
         for r in every(conn, _Name, "SELECT name FROM worker_groups WHERE parent = ?", (name,))
@@ -305,7 +305,7 @@ def _delete(conn: sqlite3.Connection, name: str) -> bool:
 
 
 def _decide(
-    conn: sqlite3.Connection,
+    conn: Connection,
     name: str,
     to_replicas: int,
     reason: str,
@@ -345,7 +345,7 @@ def _decide(
     return found
 
 
-def _group_loads(conn: sqlite3.Connection, queues: list[str], now: float) -> list[GroupLoad]:
+def _group_loads(conn: Connection, queues: list[str], now: float) -> list[GroupLoad]:
     if not queues:
         return []
     q = marks(queues)
@@ -402,7 +402,7 @@ def _group_loads(conn: sqlite3.Connection, queues: list[str], now: float) -> lis
     ]
 
 
-def _record_instances(conn: sqlite3.Connection, name: str, instances: list[InstanceRecord]) -> None:
+def _record_instances(conn: Connection, name: str, instances: list[InstanceRecord]) -> None:
     for i in instances:
         conn.execute(
             "INSERT INTO group_instances (instance_id, group_name, revision, state, pid, host, "
@@ -435,7 +435,7 @@ def _record_instances(conn: sqlite3.Connection, name: str, instances: list[Insta
         )
 
 
-def _claim_service(conn: sqlite3.Connection, name: str, owner: str, ttl: float, now: float) -> bool:
+def _claim_service(conn: Connection, name: str, owner: str, ttl: float, now: float) -> bool:
     row = one(
         conn,
         _Lease,

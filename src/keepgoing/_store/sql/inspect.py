@@ -10,7 +10,6 @@ Rows are read by name (``rows``).
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from typing import Any, NamedTuple, cast
 
@@ -21,9 +20,10 @@ from keepgoing._store.inspect_protocol import (
     RunCursor,
     RunFilter,
     RunPage,
-    TaskRow,
+    TaskState,
 )
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, value
 from keepgoing._store.trouble import MARKERS, TROUBLE_CONDITIONS
 
@@ -168,7 +168,7 @@ def _clause(where: Iterable[str]) -> str:
 
 
 def page_runs(
-    conn: sqlite3.Connection, f: RunFilter, limit: int, after: RunCursor | None, offset: int = 0
+    conn: Connection, f: RunFilter, limit: int, after: RunCursor | None, offset: int = 0
 ) -> RunPage:
     if f.text is not None:
         return _text_page(conn, f, limit, after, offset)
@@ -217,7 +217,7 @@ def _keyset(where: list[str], params: list[Any], after: RunCursor | None) -> Non
 
 
 def _text_page(
-    conn: sqlite3.Connection, f: RunFilter, limit: int, after: RunCursor | None, offset: int
+    conn: Connection, f: RunFilter, limit: int, after: RunCursor | None, offset: int
 ) -> RunPage:
     """A text search reads at most :data:`TEXT_WINDOW` runs per page, newest first: a
     text that matches few runs returns a short (even empty) page whose cursor goes on
@@ -260,7 +260,7 @@ def _run(row: _PageRow) -> rec.RunRecord:
     return ops.run_record(ops.RunRow._make(row[:-1]))
 
 
-def count_runs_by_status(conn: sqlite3.Connection, f: RunFilter) -> dict[str, int]:
+def count_runs_by_status(conn: Connection, f: RunFilter) -> dict[str, int]:
     where, params = _conditions(f)
     rows = every(
         conn,
@@ -271,7 +271,7 @@ def count_runs_by_status(conn: sqlite3.Connection, f: RunFilter) -> dict[str, in
     return {row.status: int(row.n) for row in sorted(rows)}
 
 
-def count_trouble(conn: sqlite3.Connection, f: RunFilter) -> dict[str, int]:
+def count_trouble(conn: Connection, f: RunFilter) -> dict[str, int]:
     """One count per marker, each through the marker's partial index."""
     where, params = _conditions(f)
     counts = {}
@@ -281,7 +281,7 @@ def count_trouble(conn: sqlite3.Connection, f: RunFilter) -> dict[str, int]:
     return counts
 
 
-def runs_changed(conn: sqlite3.Connection, since: float, limit: int) -> list[rec.RunRecord]:
+def runs_changed(conn: Connection, since: float, limit: int) -> list[rec.RunRecord]:
     rows = every(
         conn,
         _PageRow,
@@ -292,17 +292,17 @@ def runs_changed(conn: sqlite3.Connection, since: float, limit: int) -> list[rec
     return [_run(row) for row in rows]
 
 
-def run_tasks(conn: sqlite3.Connection, run_id: str) -> list[TaskRow]:
+def run_tasks(conn: Connection, run_id: str) -> list[TaskState]:
     rows = every(
         conn,
         _TaskState,
         f"SELECT {columns(_TaskState)} FROM tasks WHERE run_id = ? ORDER BY cmd",
         (run_id,),
     )
-    return [TaskRow(**row._asdict()) for row in rows]
+    return [TaskState(**row._asdict()) for row in rows]
 
 
-def uncertain_steps(conn: sqlite3.Connection, limit: int) -> list[TaskRow]:
+def uncertain_steps(conn: Connection, limit: int) -> list[TaskState]:
     rows = every(
         conn,
         _TaskState,
@@ -312,11 +312,11 @@ def uncertain_steps(conn: sqlite3.Connection, limit: int) -> list[TaskRow]:
         "ORDER BY r.created_at, t.run_id, t.cmd LIMIT ?",
         (limit,),
     )
-    return [TaskRow(**row._asdict()) for row in rows]
+    return [TaskState(**row._asdict()) for row in rows]
 
 
 def attempt_logs(
-    conn: sqlite3.Connection, run_id: str, cmd: int | None, attempt: int | None
+    conn: Connection, run_id: str, cmd: int | None, attempt: int | None
 ) -> list[AttemptLog]:
     where, params = ["run_id = ?"], [cast(Any, run_id)]
     if cmd is not None:
@@ -334,7 +334,7 @@ def attempt_logs(
     return [AttemptLog(**{**row._asdict(), "truncated": bool(row.truncated)}) for row in rows]
 
 
-def save_attempt_log(conn: sqlite3.Connection, log: AttemptLog) -> None:
+def save_attempt_log(conn: Connection, log: AttemptLog) -> None:
     """Store an attempt's log inside the transaction that records its outcome."""
     conn.execute(
         "INSERT OR IGNORE INTO attempt_logs (run_id, cmd, attempt, worker_id, at, text, size, "
@@ -393,12 +393,12 @@ class SqlInspectMixin(InspectStore):
         )
         return runs
 
-    async def run_tasks(self, run_id: str) -> list[TaskRow]:
-        rows: list[TaskRow] = await self._read(lambda c: run_tasks(c, run_id))
+    async def run_tasks(self, run_id: str) -> list[TaskState]:
+        rows: list[TaskState] = await self._read(lambda c: run_tasks(c, run_id))
         return rows
 
-    async def uncertain_steps(self, *, limit: int = 200) -> list[TaskRow]:
-        rows: list[TaskRow] = await self._read(lambda c: uncertain_steps(c, limit))
+    async def uncertain_steps(self, *, limit: int = 200) -> list[TaskState]:
+        rows: list[TaskState] = await self._read(lambda c: uncertain_steps(c, limit))
         return rows
 
     async def attempt_logs(

@@ -1,25 +1,261 @@
-"""Leases, timers and the worker registry on SQLite (see ``_sqlite_ops``).
+"""Leases and the fence: every statement that grants, renews, checks or takes back one.
 
-The sweeps here run on PostgreSQL too, with any number of callers at once;
-their ``SKIP LOCKED`` markers are what make each due timer fire once and
-each expired lease be reaped once (lock order: ``_dialect``).
+A lease is a value on its row: ``lease_owner``, ``lease_expires_at`` and the
+fencing token ``fence``, which every claim increments. A run's lease is an
+activation (one worker runs its workflow code); a task's is an attempt. This
+module holds the two rules every such statement uses, each one SQL fragment:
+
+* :data:`FENCED`, the fence: a holder's write lands only while its row still
+  runs under the fence its claim took (a completion, a commit, a release);
+* :func:`attempt_lease`, the attempt-lease cap: ``lease_ttl`` from now, never
+  more than ``lease_ttl`` past the attempt's deadline (a claim, the eager
+  claim, a heartbeat);
+
+and the statements: activation claims (:func:`claim_activations`, with the
+revision rule :func:`revision_rule`), task claims (:func:`claim_tasks`), the
+eager claim of a task a commit schedules (:func:`insert_task`), releases
+(:func:`release_activation`, :func:`release_tasks`, :func:`hand_back_unknown`),
+the heartbeat, the reaper (:func:`reap_expired_leases`) and the due-timer sweep.
+
+The sweeps run on PostgreSQL too, with any number of callers at once; their
+``SKIP LOCKED`` markers are what make each due timer fire once and each expired
+lease be reaped once (lock order: ``sql/dialect.py``).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
 from keepgoing._history import events as ev
-from keepgoing._payload import dumps, loads
+from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
-from keepgoing._store.sql.rows import columns, every, value
-from keepgoing._store.sql.runs import append, marks
-from keepgoing._store.sql.stops import stops_of
-from keepgoing._store.sql.tasks import TaskKey, fail_attempt
-from keepgoing._store.stops import StopRow, loss_stamp, release_stamp
+from keepgoing._store.sql.connection import Connection
+from keepgoing._store.sql.failures import fail_attempt
+from keepgoing._store.sql.history import append
+from keepgoing._store.sql.rows import columns, every, one, value
+from keepgoing._store.sql.runs import (
+    RUN_COLUMNS,
+    TASK_COLUMNS,
+    ClaimRow,
+    CommandRun,
+    marks,
+    run_records,
+    task_claim,
+)
+from keepgoing._store.sql.worker_stops import stops_of
 from keepgoing._store.transitions import lost_error, reap_reason
+from keepgoing._store.worker_stops import StopRow, loss_stamp, release_stamp
+
+#: The fence rule, for a run's row or a task's: the holder's write lands only while
+#: the row still runs under the fence its claim took. One parameter: that fence.
+FENCED = "status = 'running' AND fence = ?"
+
+#: What an activation claim sets on a run's row: a new fence, the owner, the expiry.
+#: Parameters: the owner, the expiry.
+ACTIVATION_LEASE = "fence = fence + 1, lease_owner = ?, lease_expires_at = ?"
+
+
+def attempt_lease(deadline: str) -> str:
+    """The attempt-lease cap: an attempt's lease runs ``lease_ttl`` from now, but never
+    more than ``lease_ttl`` past its ``deadline`` (an SQL expression). Parameters:
+    now, lease_ttl, those of ``deadline``, lease_ttl."""
+    return f"MIN(? + ?, {deadline} + ?)"
+
+
+class TaskKey(NamedTuple):
+    """A task's key: its run and the command that scheduled it."""
+
+    run_id: str
+    cmd: int
+
+
+class _RunId(NamedTuple):
+    run_id: str
+
+
+class _Lease(NamedTuple):
+    lease_expires_at: float
+
+
+# -- claims ------------------------------------------------------------------------
+def revision_rule(revision: int | None, column: str = "group_revision") -> tuple[str, list[int]]:
+    """The claim rule of pinning: a worker of group revision ``revision`` takes only the
+    runs of that revision (and runs from before their queue had a group); a worker of
+    no revision takes any. Returns the SQL to AND in, and its parameters."""
+    if revision is None:
+        return "", []
+    return f" AND ({column} IS NULL OR {column} = ?)", [revision]
+
+
+def claim_activations(
+    conn: Connection,
+    worker_id: str,
+    queues: Sequence[str],
+    names: Sequence[str],
+    limit: int,
+    lease_ttl: float,
+    now: float,
+    revision: int | None = None,
+) -> list[rec.ActivationClaim]:
+    if not queues or not names or limit <= 0:
+        return []
+    pinned, pin = revision_rule(revision)
+    ids = [
+        r.run_id
+        for r in every(
+            conn,
+            _RunId,
+            "SELECT run_id FROM runs WHERE runnable = 1 AND status = 'running' "
+            f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
+            f"AND (lease_owner IS NULL OR lease_expires_at < ?){pinned} "
+            "ORDER BY runnable_since LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
+            (*queues, *names, now, *pin, limit),
+        )
+    ]
+    if not ids:
+        return []
+    expires = now + lease_ttl
+    claimed = run_records(
+        conn,
+        f"UPDATE runs SET {ACTIVATION_LEASE} "
+        f"WHERE run_id IN ({marks(ids)}) RETURNING {RUN_COLUMNS}",
+        (worker_id, expires, *ids),
+    )
+    order = {run_id: i for i, run_id in enumerate(ids)}  # oldest runnable first
+    runs = sorted(claimed, key=lambda run: order[run.run_id])
+    return [rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires) for run in runs]
+
+
+def insert_task(
+    conn: Connection,
+    run: CommandRun,
+    t: ev.TaskScheduled,
+    now: float,
+    owner: str | None,
+    lease_ttl: float,
+) -> rec.TaskClaim | None:
+    """Insert a scheduled task; claimed at once by ``owner`` when given (eager dispatch)."""
+    run_id, workflow_id, queue = run.run_id, run.workflow_id, run.task_queue
+    queue = t.task_queue or queue
+    what = f"the arguments of task {t.name!r}"
+    args, kwargs = encode(t.args, what), encode(t.kwargs, what)
+    deadline = now + t.timeout
+    # The eager claim: the task is inserted running, its lease capped by the one rule.
+    lease, lease_params = (
+        ("?", (None,)) if owner is None else _eager_lease(now, lease_ttl, deadline)
+    )
+    cursor = conn.execute(
+        "INSERT INTO tasks (run_id, cmd, workflow_id, name, queue, status, args, kwargs, image, "
+        "retries, retry_delay, timeout, max_worker_losses, attempt, fence, available_at, "
+        "started_at, deadline, lease_owner, lease_expires_at, operation_id) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease}, ?)"
+        f"{'' if owner is None else ' RETURNING lease_expires_at'}",
+        (
+            run_id,
+            t.cmd,
+            workflow_id,
+            t.name,
+            queue,
+            "running" if owner else "pending",
+            args,
+            kwargs,
+            t.image,
+            t.retries,
+            t.retry_delay,
+            t.timeout,
+            t.max_worker_losses,
+            1 if owner else 0,
+            1 if owner else 0,
+            now,
+            now if owner else None,
+            deadline if owner else None,
+            owner,
+            *lease_params,
+            t.operation_id,
+        ),
+    )
+    if owner is None:
+        return None
+    claimed = cursor.fetchone()
+    assert claimed is not None
+    return rec.TaskClaim(
+        run_id=run_id,
+        workflow_id=workflow_id,
+        cmd=t.cmd,
+        name=t.name,
+        args=loads(args),  # decoded from what is stored: never the workflow's own objects
+        kwargs=loads(kwargs),
+        attempt=1,
+        fence=1,
+        started_at=now,
+        deadline=deadline,
+        lease_expires_at=float(claimed[0]),
+        timeout=t.timeout,
+        retries=t.retries,
+        retry_delay=t.retry_delay,
+        max_worker_losses=t.max_worker_losses,
+        image=t.image,
+        operation_id=t.operation_id,
+    )
+
+
+def _eager_lease(now: float, lease_ttl: float, deadline: float) -> tuple[str, tuple[float, ...]]:
+    return attempt_lease("?"), (now, lease_ttl, deadline, lease_ttl)
+
+
+def claim_tasks(
+    conn: Connection,
+    worker_id: str,
+    queues: Sequence[str],
+    names: Sequence[str],
+    limit: int,
+    lease_ttl: float,
+    now: float,
+    revision: int | None = None,
+) -> list[rec.TaskClaim]:
+    if not queues or not names or limit <= 0:
+        return []
+    # Pinning: a task on its run's own queue runs on the run's revision; a task routed
+    # to a per-task group's queue runs on any revision of that group.
+    pinned, params = "", []
+    if revision is not None:
+        pinned = (
+            " AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = tasks.run_id AND "
+            "(r.task_queue <> tasks.queue OR r.group_revision IS NULL OR r.group_revision = ?))"
+        )
+        params = [revision]
+    keys = every(
+        conn,
+        TaskKey,
+        f"SELECT {columns(TaskKey)} FROM tasks WHERE status = 'pending' AND available_at <= ? "
+        f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}){pinned} "
+        "ORDER BY available_at LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
+        (now, *queues, *names, *params, limit),
+    )
+    claims = []
+    for key in keys:
+        row = one(
+            conn,
+            ClaimRow,
+            "UPDATE tasks SET status = 'running', attempt = attempt + 1, fence = fence + 1, "
+            "started_at = ?, deadline = ? + timeout, lease_owner = ?, "
+            f"lease_expires_at = {attempt_lease('? + timeout')} WHERE run_id = ? AND cmd = ? "
+            f"RETURNING {TASK_COLUMNS}",
+            (now, now, worker_id, now, lease_ttl, now, lease_ttl, key.run_id, key.cmd),
+        )
+        assert row is not None  # the row was just selected, and is locked
+        claims.append(task_claim(row))
+    return claims
+
+
+# -- releases, heartbeats, the reaper --------------------------------------------
+def release_activation(conn: Connection, run_id: str, fence: int) -> None:
+    conn.execute(
+        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
+        f"WHERE run_id = ? AND {FENCED}",
+        (run_id, fence),
+    )
 
 
 class _Expired(NamedTuple):
@@ -39,25 +275,7 @@ class _Owner(NamedTuple):
     liveness: str
 
 
-class _Worker(NamedTuple):
-    worker_id: str
-    queues: str
-    host: str
-    pid: int
-    started_at: float
-    heartbeat_at: float
-    info: str
-    liveness: str | None
-    lost_at: float | None
-    lost_reason: str | None
-
-
-class _Catalog(NamedTuple):
-    name: str
-    queue: str
-
-
-def release_tasks(conn: sqlite3.Connection, worker_id: str, now: float) -> int:
+def release_tasks(conn: Connection, worker_id: str, now: float) -> int:
     keys = every(
         conn,
         TaskKey,
@@ -95,7 +313,7 @@ class Beat(NamedTuple):
 
 
 def heartbeat(
-    conn: sqlite3.Connection,
+    conn: Connection,
     worker_id: str,
     lease_ttl: float,
     now: float,
@@ -103,7 +321,7 @@ def heartbeat(
     runs: Collection[str] | None = None,
     known_through: float | None = None,
 ) -> Beat:
-    # Runs before tasks: the lock order (see _dialect). With ``runs`` or
+    # Runs before tasks: the lock order (see sql/dialect.py). With ``runs`` or
     # ``attempts``, only those leases: a lease the worker does not know of expires.
     run_ids = None if runs is None else list(runs)
     if run_ids is None or run_ids:
@@ -119,7 +337,7 @@ def heartbeat(
         held = every(
             conn,
             TaskKey,
-            "UPDATE tasks SET lease_expires_at = MIN(? + ?, deadline + ?) "
+            f"UPDATE tasks SET lease_expires_at = {attempt_lease('deadline')} "
             f"WHERE status = 'running' AND lease_owner = ?{only} RETURNING {columns(TaskKey)}",
             (now, lease_ttl, lease_ttl, worker_id, *(v for key in keys or () for v in key)),
         )
@@ -136,7 +354,7 @@ def heartbeat(
 
 
 def _unknown(
-    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float
+    conn: Connection, worker_id: str, known: set[tuple[str, int]], before: float
 ) -> list[TaskKey]:
     """The attempts ``worker_id`` holds, claimed before ``before``, that it does not run."""
     rows = every(
@@ -150,7 +368,7 @@ def _unknown(
 
 
 def hand_back_unknown(
-    conn: sqlite3.Connection, worker_id: str, known: set[tuple[str, int]], before: float, now: float
+    conn: Connection, worker_id: str, known: set[tuple[str, int]], before: float, now: float
 ) -> int:
     """Hand back the attempts ``worker_id`` holds, claimed before ``before``, that it
     does not run: claims whose commit answer it never got (see ``Store.heartbeat``).
@@ -177,7 +395,7 @@ def hand_back_unknown(
     return released
 
 
-def fire_due_timers(conn: sqlite3.Connection, now: float, limit: int) -> int:
+def fire_due_timers(conn: Connection, now: float, limit: int) -> int:
     due = every(
         conn,
         TaskKey,  # a timer's key has the same shape: its run and its command
@@ -206,7 +424,7 @@ def fire_due_timers(conn: sqlite3.Connection, now: float, limit: int) -> int:
 Probe = Callable[[Any, list[tuple[str, str]]], dict[str, bool | None]]
 
 
-def token_owners(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+def token_owners(conn: Connection) -> list[tuple[str, str]]:
     """The lease owners that recorded a liveness token, with the token."""
     rows = every(
         conn,
@@ -219,7 +437,7 @@ def token_owners(conn: sqlite3.Connection) -> list[tuple[str, str]]:
 
 
 def reap_expired_leases(
-    conn: sqlite3.Connection, now: float, limit: int, probe: Probe | None = None
+    conn: Connection, now: float, limit: int, probe: Probe | None = None
 ) -> int:
     """Take back the leases :func:`~keepgoing._store.transitions.reap_reason` says to:
     expired ones, except a living owner's before the attempt's deadline, and
@@ -279,7 +497,7 @@ def _pairs(count: int) -> str:
     return ", ".join(["(?, ?)"] * count)
 
 
-def _lock_run_or_skip(conn: sqlite3.Connection, run_id: str) -> bool:
+def _lock_run_or_skip(conn: Connection, run_id: str) -> bool:
     """Lock the run's row unless another transaction holds it (SQLite: always)."""
     row = conn.execute(
         "SELECT 1 FROM runs WHERE run_id = ? /*FOR UPDATE SKIP LOCKED*/", (run_id,)
@@ -287,7 +505,7 @@ def _lock_run_or_skip(conn: sqlite3.Connection, run_id: str) -> bool:
     return row is not None
 
 
-def next_wakeup(conn: sqlite3.Connection) -> float | None:
+def next_wakeup(conn: Connection) -> float | None:
     due = value(
         conn,
         "SELECT MIN(x) FROM ("
@@ -298,63 +516,3 @@ def next_wakeup(conn: sqlite3.Connection) -> float | None:
         " UNION ALL SELECT MIN(lease_expires_at) FROM runs WHERE lease_owner IS NOT NULL) AS due",
     )
     return float(due) if due is not None else None
-
-
-def register_worker(conn: sqlite3.Connection, w: rec.WorkerRecord) -> None:
-    conn.execute(
-        "INSERT OR REPLACE INTO workers (worker_id, queues, host, pid, started_at, heartbeat_at, "
-        "info, liveness, lost_at, lost_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL, NULL)",
-        (
-            w.worker_id,
-            dumps(w.queues),
-            w.host,
-            w.pid,
-            w.started_at,
-            w.heartbeat_at,
-            dumps(w.info),
-            w.liveness,
-        ),
-    )
-
-
-def deregister_worker(conn: sqlite3.Connection, worker_id: str) -> None:
-    conn.execute("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
-
-
-def list_workers(conn: sqlite3.Connection) -> list[rec.WorkerRecord]:
-    rows = every(
-        conn, _Worker, f"SELECT {columns(_Worker)} FROM workers ORDER BY started_at, worker_id"
-    )
-    return [
-        rec.WorkerRecord(
-            worker_id=r.worker_id,
-            queues=loads(r.queues),
-            host=r.host,
-            pid=r.pid,
-            started_at=r.started_at,
-            heartbeat_at=r.heartbeat_at,
-            info=loads(r.info),
-            liveness=r.liveness,
-            lost_at=r.lost_at,
-            lost_reason=r.lost_reason,
-        )
-        for r in rows
-    ]
-
-
-def record_workflows(
-    conn: sqlite3.Connection, names: list[str], queues: list[str], now: float
-) -> None:
-    conn.executemany(
-        "INSERT OR REPLACE INTO workflow_catalog (name, queue, last_seen) VALUES (?, ?, ?)",
-        [(n, q, now) for n in names for q in queues],
-    )
-
-
-def known_workflows(conn: sqlite3.Connection) -> dict[str, list[str]]:
-    known: dict[str, list[str]] = {}
-    for r in every(
-        conn, _Catalog, f"SELECT {columns(_Catalog)} FROM workflow_catalog ORDER BY name, queue"
-    ):
-        known.setdefault(r.name, []).append(r.queue)
-    return known

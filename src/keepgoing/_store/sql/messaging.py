@@ -7,14 +7,15 @@ in ``commands``.
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from typing import NamedTuple
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, encode, loads
 from keepgoing._store import records as rec
+from keepgoing._store.sql import history
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.dialect import lock_key
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.transitions import error_of
@@ -64,7 +65,7 @@ class _Audit(NamedTuple):
     detail: str
 
 
-def open_run(conn: sqlite3.Connection, workflow_id: str, run_id: str | None) -> rec.RunRecord:
+def open_run(conn: Connection, workflow_id: str, run_id: str | None) -> rec.RunRecord:
     """The run a message or cancel addresses; raises if it is missing or has ended."""
     run = ops.get_run(conn, run_id) if run_id else ops.find_run(conn, workflow_id)
     if run is None or run.workflow_id != workflow_id:
@@ -84,7 +85,7 @@ def open_run(conn: sqlite3.Connection, workflow_id: str, run_id: str | None) -> 
 
 # -- commands ---------------------------------------------------------------------------
 def send_from_workflow(
-    conn: sqlite3.Connection, run_id: str, workflow_id: str, sent: ev.MessageSent, now: float
+    conn: Connection, run_id: str, workflow_id: str, sent: ev.MessageSent, now: float
 ) -> None:
     request = rec.MessageRequest(
         workflow_id=sent.workflow_id,
@@ -97,14 +98,12 @@ def send_from_workflow(
     try:
         message_id = send_message(conn, request)
     except (RunNotFoundError, WorkflowNotRunningError, InvalidRequestError) as exc:
-        ops.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, error=error_of(exc))], now)
+        history.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, error=error_of(exc))], now)
         return
-    ops.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, message_id=message_id)], now)
+    history.append(conn, run_id, [ev.MessageDelivered(cmd=sent.cmd, message_id=message_id)], now)
 
 
-def start_child(
-    conn: sqlite3.Connection, run: ops.RunRef, child: ev.ChildStarted, now: float
-) -> None:
+def start_child(conn: Connection, run: ops.CommandRun, child: ev.ChildStarted, now: float) -> None:
     run_id, workflow_id, queue = run.run_id, run.workflow_id, run.task_queue
     child_queue = child.task_queue or queue
     request = rec.StartRequest(
@@ -132,12 +131,10 @@ def start_child(
         outcome = ev.ChildRunStarted(
             cmd=child.cmd, workflow_id=child.workflow_id, run_id=started.run_id
         )
-    ops.append(conn, run_id, [outcome], now)
+    history.append(conn, run_id, [outcome], now)
 
 
-def start_event_wait(
-    conn: sqlite3.Connection, run_id: str, wait: ev.EventWaitStarted, now: float
-) -> None:
+def start_event_wait(conn: Connection, run_id: str, wait: ev.EventWaitStarted, now: float) -> None:
     # A wait and a publish on the same key take turns, so they always meet.
     lock_key(conn, "event", wait.event_type, wait.correlation_id)
     conn.execute(
@@ -161,7 +158,7 @@ def start_event_wait(
 
 
 def _deliver_event(
-    conn: sqlite3.Connection,
+    conn: Connection,
     run_id: str,
     cmd: int,
     event_type: str,
@@ -184,12 +181,12 @@ def _deliver_event(
         payload=loads(event.payload),
         published_at=event.published_at,
     )
-    ops.append(conn, run_id, [received], now)
+    history.append(conn, run_id, [received], now)
     return True
 
 
 # -- run endings --------------------------------------------------------------------------
-def tell_parent(conn: sqlite3.Connection, run_id: str, now: float) -> None:
+def tell_parent(conn: Connection, run_id: str, now: float) -> None:
     row = one(
         conn,
         _Ended,
@@ -209,11 +206,11 @@ def tell_parent(conn: sqlite3.Connection, run_id: str, now: float) -> None:
         result=loads(row.result) if completed and row.result is not None else None,
         error=ev.ErrorInfo(**loads(row.error)) if row.error else None,
     )
-    ops.append(conn, row.parent_run_id, [ended], now)
+    history.append(conn, row.parent_run_id, [ended], now)
 
 
 # -- requests from callers ------------------------------------------------------------------
-def send_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
+def send_message(conn: Connection, req: rec.MessageRequest) -> str:
     """Send a message; a name kept for review decisions is refused (they go through
     ``reviews.decide_review``, which checks the round and records the decision)."""
     if req.name.startswith(ev.REVIEW_PREFIX):
@@ -225,7 +222,7 @@ def send_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
     return deliver_message(conn, req)
 
 
-def deliver_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
+def deliver_message(conn: Connection, req: rec.MessageRequest) -> str:
     """Append ``req`` to its open run (and audit it unless a workflow sent it)."""
     run = open_run(conn, req.workflow_id, req.run_id)
     message_id = uuid.uuid4().hex
@@ -237,7 +234,7 @@ def deliver_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
         sender_id=req.sender_id,
         sent_at=req.now,
     )
-    ops.append(conn, run.run_id, [received], req.now)
+    history.append(conn, run.run_id, [received], req.now)
     if req.sender_kind != "workflow":
         detail = {"name": req.name, "message_id": message_id}
         entry = rec.AuditEntry(
@@ -253,7 +250,7 @@ def deliver_message(conn: sqlite3.Connection, req: rec.MessageRequest) -> str:
     return message_id
 
 
-def publish_event(conn: sqlite3.Connection, req: rec.EventRequest) -> rec.EventPublished:
+def publish_event(conn: Connection, req: rec.EventRequest) -> rec.EventPublished:
     lock_key(conn, "event", req.event_type, req.correlation_id)
     if conn.execute("SELECT 1 FROM events WHERE event_id = ?", (req.event_id,)).fetchone():
         return rec.EventPublished(event_id=req.event_id, duplicate=True)
@@ -285,7 +282,7 @@ def publish_event(conn: sqlite3.Connection, req: rec.EventRequest) -> rec.EventP
     event = _Event(req.event_id, payload, req.now)
     matched = []
     for wait in waits:
-        # Runs in run_id order, each before its wait (lock order: _dialect).
+        # Runs in run_id order, each before its wait (lock order: sql/dialect.py).
         conn.execute("SELECT 1 FROM runs WHERE run_id = ? /*FOR UPDATE*/", (wait.run_id,))
         if _deliver_event(
             conn, wait.run_id, wait.cmd, req.event_type, req.correlation_id, event, req.now
@@ -303,7 +300,7 @@ def publish_event(conn: sqlite3.Connection, req: rec.EventRequest) -> rec.EventP
     return rec.EventPublished(req.event_id, False, matched)
 
 
-def lineage(conn: sqlite3.Connection, workflow_id: str) -> rec.Lineage:
+def lineage(conn: Connection, workflow_id: str) -> rec.Lineage:
     run = ops.find_run(conn, workflow_id)
     if run is None:
         raise RunNotFoundError(f"no run has workflow id {workflow_id!r}")
@@ -318,7 +315,7 @@ def lineage(conn: sqlite3.Connection, workflow_id: str) -> rec.Lineage:
 
 
 # -- audit ---------------------------------------------------------------------------------
-def append_audit(conn: sqlite3.Connection, entry: rec.AuditEntry) -> int:
+def append_audit(conn: Connection, entry: rec.AuditEntry) -> int:
     cursor = conn.execute(
         "INSERT INTO audit_log (at, actor_kind, actor_id, action, workflow_id, run_id, detail) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -336,7 +333,7 @@ def append_audit(conn: sqlite3.Connection, entry: rec.AuditEntry) -> int:
 
 
 def list_audit(
-    conn: sqlite3.Connection,
+    conn: Connection,
     limit: int,
     offset: int,
     action: str | None,

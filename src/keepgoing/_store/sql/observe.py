@@ -6,13 +6,13 @@ the other views use the partial indexes of pending, runnable and leased rows.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any, NamedTuple
 
 from keepgoing._store.observe_protocol import ObserveStore, QueueDepth, StepMetrics
 from keepgoing._store.records import RunRecord
 from keepgoing._store.refused import name_refused
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import every
 
 
@@ -91,7 +91,7 @@ class SqlObserveMixin(ObserveStore):
         return runs
 
 
-def _queue_depths(conn: sqlite3.Connection, now: float) -> list[QueueDepth]:
+def _queue_depths(conn: Connection, now: float) -> list[QueueDepth]:
     rows: dict[str, dict[str, int]] = {}
     queries = (
         (
@@ -125,7 +125,7 @@ def _queue_depths(conn: sqlite3.Connection, now: float) -> list[QueueDepth]:
     return [QueueDepth(queue, **counts) for queue, counts in sorted(rows.items())]
 
 
-def _step_metrics(conn: sqlite3.Connection) -> StepMetrics:
+def _step_metrics(conn: Connection) -> StepMetrics:
     buckets = tuple(
         b.hits for b in every(conn, _Bucket, "SELECT hits FROM metric_step_buckets ORDER BY le")
     )

@@ -11,12 +11,12 @@ decisions on it are refused from then on.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import NamedTuple
 
 from keepgoing._history import events as ev
 from keepgoing._store import records as rec
 from keepgoing._store.sql import messaging
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import one
 from keepgoing.errors import OperationNotUncertainError, RunNotFoundError, WorkflowNotRunningError
 
@@ -35,7 +35,7 @@ class _Review(NamedTuple):
     abandoned_at: float | None
 
 
-def decide_review(conn: sqlite3.Connection, req: rec.ReviewRequest) -> str:
+def decide_review(conn: Connection, req: rec.ReviewRequest) -> str:
     """Send ``req``'s decision if round ``req.cmd`` waits for one; the message id.
 
     Raises:
@@ -130,9 +130,7 @@ def decide_review(conn: sqlite3.Connection, req: rec.ReviewRequest) -> str:
     return message_id
 
 
-def abandon_review(
-    conn: sqlite3.Connection, run_id: str, marker: ev.ReviewAbandoned, now: float
-) -> None:
+def abandon_review(conn: Connection, run_id: str, marker: ev.ReviewAbandoned, now: float) -> None:
     """The workflow stopped waiting for a decision on round ``marker.cmd`` (the caller
     holds the run's row): refuse decisions on it from now on."""
     conn.execute(

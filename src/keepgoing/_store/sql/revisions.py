@@ -2,7 +2,7 @@
 
 A run keeps the group revision it started on (``runs.group_revision``) and is
 claimed only by that revision's workers (the claim rule is
-:func:`keepgoing._store.sql.runs.revision_rule`). This module holds the rest:
+:func:`keepgoing._store.sql.leases.revision_rule`). This module holds the rest:
 each revision's open runs and load, moving a run to another revision, and
 retiring the revisions no run is left on.
 
@@ -15,7 +15,6 @@ transaction).
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -23,6 +22,7 @@ from keepgoing._store import records as rec
 from keepgoing._store.group_records import OpenRun, RevisionLoad, RevisionStatus
 from keepgoing._store.groups_protocol import RevisionStore
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.messaging import open_run
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing.errors import GroupConflictError, GroupError, GroupNotFoundError
@@ -104,7 +104,7 @@ class SqlRevisionsMixin(RevisionStore):
         return retired
 
 
-def _revisions(conn: sqlite3.Connection, name: str) -> list[RevisionStatus]:
+def _revisions(conn: Connection, name: str) -> list[RevisionStatus]:
     group = one(
         conn, _Group, "SELECT name, revision, replicas FROM worker_groups WHERE name = ?", (name,)
     )
@@ -151,7 +151,7 @@ def _revisions(conn: sqlite3.Connection, name: str) -> list[RevisionStatus]:
     return out
 
 
-def _loads(conn: sqlite3.Connection, queue: str, now: float) -> list[RevisionLoad]:
+def _loads(conn: Connection, queue: str, now: float) -> list[RevisionLoad]:
     """The work of each revision of ``queue``, as ``keepgoing_revision_work`` counts it
     (with the caller's clock, like ``group_loads``)."""
     load: dict[int | None, dict[str, Any]] = {}
@@ -222,7 +222,7 @@ def _loads(conn: sqlite3.Connection, queue: str, now: float) -> list[RevisionLoa
 
 
 def _migrate(
-    conn: sqlite3.Connection,
+    conn: Connection,
     workflow_id: str,
     run_id: str | None,
     to_revision: int,
@@ -270,7 +270,7 @@ def _migrate(
     return moved
 
 
-def _retire(conn: sqlite3.Connection, name: str, now: float) -> list[int]:
+def _retire(conn: Connection, name: str, now: float) -> list[int]:
     group = one(
         conn,
         _Group,

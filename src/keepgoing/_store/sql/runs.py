@@ -1,29 +1,28 @@
-"""Runs, their history and their activations: the SQL both stores run.
+"""Runs: their rows as the store reads them, starting them, finding and listing them.
 
 Each function takes a connection inside the caller's transaction and does
 one store operation; SQLite's thread (``sqlite.thread``) supplies the
 transaction (``BEGIN IMMEDIATE`` for writes, so the write lock is held from
 the first statement and no row lock order is needed). PostgreSQL runs the
 same functions; the ``/*FOR UPDATE*/`` comments are its row locks, and
-``dialect`` writes down their order. What commands do and what a run's
-ending settles are in ``commands``, above this module and ``messaging``.
+``dialect`` writes down their order. A run's history is in ``history``, its
+leases (activation and task claims) in ``leases``; what commands do and what
+a run's ending settles are in ``commands``, above this module and ``messaging``.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 from keepgoing._history import events as ev
-from keepgoing._history.codec import decode, encode_at
+from keepgoing._history.codec import encode_at
 from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
-from keepgoing._store.sql.rows import columns, every, one, value
-from keepgoing._store.trouble import Trouble, count_events
+from keepgoing._store.sql.connection import Connection
+from keepgoing._store.sql.rows import columns, every, one
+from keepgoing._store.trouble import Trouble
 from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
-
-R = TypeVar("R", bound=NamedTuple)
 
 
 class RunRow(NamedTuple):
@@ -59,7 +58,7 @@ class RunRow(NamedTuple):
     reviews_waiting: int
 
 
-class TaskRow(NamedTuple):
+class ClaimRow(NamedTuple):
     """A ``tasks`` row as :data:`TASK_COLUMNS` selects it: what a claim carries."""
 
     run_id: str
@@ -81,7 +80,7 @@ class TaskRow(NamedTuple):
     operation_id: str | None
 
 
-class RunRef(NamedTuple):
+class CommandRun(NamedTuple):
     """The run a command belongs to, as the commands' effects need it."""
 
     run_id: str
@@ -93,12 +92,8 @@ class _RunId(NamedTuple):
     run_id: str
 
 
-class _Body(NamedTuple):
-    body: str
-
-
 RUN_COLUMNS = columns(RunRow)
-TASK_COLUMNS = columns(TaskRow)
+TASK_COLUMNS = columns(ClaimRow)
 
 
 def marks(values: Sequence[object]) -> str:
@@ -136,20 +131,18 @@ def run_record(r: RunRow) -> rec.RunRecord:
     )
 
 
-def run_records(
-    conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()
-) -> list[rec.RunRecord]:
+def run_records(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[rec.RunRecord]:
     """The runs a statement returns; it selects (or returns) :data:`RUN_COLUMNS`."""
     return [run_record(r) for r in every(conn, RunRow, sql, params)]
 
 
-def one_run(conn: sqlite3.Connection, sql: str, params: Sequence[Any] = ()) -> rec.RunRecord | None:
+def one_run(conn: Connection, sql: str, params: Sequence[Any] = ()) -> rec.RunRecord | None:
     """The first run a statement returns, or None; it selects :data:`RUN_COLUMNS`."""
     row = one(conn, RunRow, sql, params)
     return run_record(row) if row is not None else None
 
 
-def task_claim(t: TaskRow) -> rec.TaskClaim:
+def task_claim(t: ClaimRow) -> rec.TaskClaim:
     return rec.TaskClaim(
         run_id=t.run_id,
         workflow_id=t.workflow_id,
@@ -172,7 +165,7 @@ def task_claim(t: TaskRow) -> rec.TaskClaim:
 
 
 # -- runs ----------------------------------------------------------------------
-def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
+def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
     open_run = one(
         conn,
         _RunId,
@@ -235,7 +228,7 @@ def start_run(conn: sqlite3.Connection, req: rec.StartRequest) -> rec.RunRecord:
 
 
 def start_runs(
-    conn: sqlite3.Connection, requests: Sequence[rec.StartRequest]
+    conn: Connection, requests: Sequence[rec.StartRequest]
 ) -> list[tuple[rec.RunRecord, bool]]:
     """Every run started in the caller's one transaction, or an error that undoes them all.
 
@@ -262,11 +255,11 @@ def start_runs(
     return started
 
 
-def get_run(conn: sqlite3.Connection, run_id: str) -> rec.RunRecord | None:
+def get_run(conn: Connection, run_id: str) -> rec.RunRecord | None:
     return one_run(conn, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
 
 
-def find_run(conn: sqlite3.Connection, workflow_id: str) -> rec.RunRecord | None:
+def find_run(conn: Connection, workflow_id: str) -> rec.RunRecord | None:
     return one_run(
         conn,
         f"SELECT {RUN_COLUMNS} FROM runs WHERE workflow_id = ? "
@@ -276,7 +269,7 @@ def find_run(conn: sqlite3.Connection, workflow_id: str) -> rec.RunRecord | None
 
 
 def list_runs(
-    conn: sqlite3.Connection,
+    conn: Connection,
     workflow_name: str | None,
     status: str | None,
     limit: int,
@@ -295,257 +288,4 @@ def list_runs(
         f"SELECT {RUN_COLUMNS} FROM runs {clause} "
         "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
         (*params, limit, offset),
-    )
-
-
-def read_history(conn: sqlite3.Connection, run_id: str, after_seq: int) -> list[ev.Event]:
-    rows = every(
-        conn,
-        _Body,
-        "SELECT body FROM history WHERE run_id = ? AND seq > ? ORDER BY seq",
-        (run_id, after_seq),
-    )
-    return [decode(loads(r.body)) for r in rows]
-
-
-# -- appending -------------------------------------------------------------------
-def append(
-    conn: sqlite3.Connection,
-    run_id: str,
-    events: Sequence[ev.Event],
-    now: float,
-    *,
-    next_seq: int | None = None,
-    then: str = "",
-    then_params: Sequence[Any] = (),
-) -> int:
-    """Append ``events`` with the next seqs and ``at=now``; update the run row once.
-
-    Returns the seq of the last event. ``next_seq`` saves a read when the caller
-    has it; ``then`` adds SET clauses to the run's update (the rightmost
-    assignment of a column wins; only a column assigned without parameters may
-    be assigned twice), with ``then_params`` for its placeholders.
-    """
-    last, sql, params = _append(conn, run_id, events, now, next_seq, then, then_params, "", ())
-    conn.execute(sql, params)
-    return last
-
-
-def append_returning(
-    conn: sqlite3.Connection,
-    run_id: str,
-    events: Sequence[ev.Event],
-    now: float,
-    returning: tuple[type[R], str, Sequence[Any]],
-    *,
-    next_seq: int,
-    then: str = "",
-    then_params: Sequence[Any] = (),
-) -> tuple[int, R]:
-    """:func:`append`, whose update of the run also returns a row: ``returning`` is
-    its type, the ``RETURNING`` expressions and their parameters."""
-    row_type, sql, params = returning
-    last, update, values = _append(
-        conn, run_id, events, now, next_seq, then, then_params, sql, params
-    )
-    row = one(conn, row_type, update, values)
-    assert row is not None  # the caller holds the run
-    return last, row
-
-
-def _append(
-    conn: sqlite3.Connection,
-    run_id: str,
-    events: Sequence[ev.Event],
-    now: float,
-    next_seq: int | None,
-    then: str,
-    then_params: Sequence[Any],
-    returning: str,
-    returning_params: Sequence[Any],
-) -> tuple[int, str, tuple[Any, ...]]:
-    """Insert the events; return the last seq and the run's update (to run) with its
-    parameters."""
-    seq = next_seq
-    if seq is None:
-        seq = value(conn, "SELECT next_seq FROM runs WHERE run_id = ? /*FOR UPDATE*/", (run_id,))
-    rows = []
-    last_input = 0
-    for event in events:
-        if event.ROLE == "input":
-            last_input = seq
-        rows.append((run_id, seq, type(event).__name__, now, encode_at(event, seq, now)))
-        seq += 1
-    conn.executemany(
-        "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)", rows
-    )
-    then = _trouble(conn, run_id, events) + then
-    tail = f" WHERE run_id = ?{' RETURNING ' + returning if returning else ''}"
-    if last_input:
-        return (
-            seq - 1,
-            "UPDATE runs SET next_seq = ?, last_input_seq = ?, updated_at = ?, "
-            "runnable_since = CASE WHEN runnable = 1 THEN runnable_since ELSE ? END, "
-            f"runnable = 1{then}{tail}",
-            (seq, last_input, now, now, *then_params, run_id, *returning_params),
-        )
-    return (
-        seq - 1,
-        f"UPDATE runs SET next_seq = ?, updated_at = ?{then}{tail}",
-        (seq, now, *then_params, run_id, *returning_params),
-    )
-
-
-def _trouble(conn: sqlite3.Connection, run_id: str, events: Sequence[ev.Event]) -> str:
-    """The SET clauses that keep the run's trouble counters (``_store/trouble.py``) for
-    ``events``: literal numbers, in the append's own update of the run. Only a review
-    wait or answer adds a statement (the operation's balance on its task row)."""
-    delta = count_events(run_id, events)
-    if not delta:
-        return ""
-    sets = [
-        f", {column} = {column} + {n}"
-        for column, n in (
-            ("worker_losses", delta.worker_losses),
-            ("retries", delta.retries),
-            ("rate_limited", delta.rate_limited),
-        )
-        if n
-    ]
-    for cmd, change in delta.reviews:
-        conn.execute(
-            "UPDATE tasks SET review_waits = review_waits + ? WHERE run_id = ? AND cmd = ?",
-            (change, run_id, cmd),
-        )
-    if delta.ends:
-        sets.append(", reviews_waiting = 0")
-    elif delta.reviews:
-        sets.append(
-            ", reviews_waiting = (SELECT COUNT(*) FROM tasks t "
-            "WHERE t.run_id = runs.run_id AND t.review_waits > 0)"
-        )
-    return "".join(sets)
-
-
-# -- activations -------------------------------------------------------------------
-def revision_rule(revision: int | None, column: str = "group_revision") -> tuple[str, list[int]]:
-    """The claim rule of pinning: a worker of group revision ``revision`` takes only the
-    runs of that revision (and runs from before their queue had a group); a worker of
-    no revision takes any. Returns the SQL to AND in, and its parameters."""
-    if revision is None:
-        return "", []
-    return f" AND ({column} IS NULL OR {column} = ?)", [revision]
-
-
-def claim_activations(
-    conn: sqlite3.Connection,
-    worker_id: str,
-    queues: Sequence[str],
-    names: Sequence[str],
-    limit: int,
-    lease_ttl: float,
-    now: float,
-    revision: int | None = None,
-) -> list[rec.ActivationClaim]:
-    if not queues or not names or limit <= 0:
-        return []
-    pinned, pin = revision_rule(revision)
-    ids = [
-        r.run_id
-        for r in every(
-            conn,
-            _RunId,
-            "SELECT run_id FROM runs WHERE runnable = 1 AND status = 'running' "
-            f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
-            f"AND (lease_owner IS NULL OR lease_expires_at < ?){pinned} "
-            "ORDER BY runnable_since LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
-            (*queues, *names, now, *pin, limit),
-        )
-    ]
-    if not ids:
-        return []
-    expires = now + lease_ttl
-    claimed = run_records(
-        conn,
-        "UPDATE runs SET fence = fence + 1, lease_owner = ?, lease_expires_at = ? "
-        f"WHERE run_id IN ({marks(ids)}) RETURNING {RUN_COLUMNS}",
-        (worker_id, expires, *ids),
-    )
-    order = {run_id: i for i, run_id in enumerate(ids)}  # oldest runnable first
-    runs = sorted(claimed, key=lambda run: order[run.run_id])
-    return [rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires) for run in runs]
-
-
-def insert_task(
-    conn: sqlite3.Connection,
-    run: RunRef,
-    t: ev.TaskScheduled,
-    now: float,
-    owner: str | None,
-    lease_ttl: float,
-) -> rec.TaskClaim | None:
-    """Insert a scheduled task; claimed at once by ``owner`` when given (eager dispatch)."""
-    run_id, workflow_id, queue = run.run_id, run.workflow_id, run.task_queue
-    queue = t.task_queue or queue
-    what = f"the arguments of task {t.name!r}"
-    args, kwargs = encode(t.args, what), encode(t.kwargs, what)
-    deadline = now + t.timeout
-    lease = min(now + lease_ttl, deadline + lease_ttl)
-    conn.execute(
-        "INSERT INTO tasks (run_id, cmd, workflow_id, name, queue, status, args, kwargs, image, "
-        "retries, retry_delay, timeout, max_worker_losses, attempt, fence, available_at, "
-        "started_at, deadline, lease_owner, lease_expires_at, operation_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            run_id,
-            t.cmd,
-            workflow_id,
-            t.name,
-            queue,
-            "running" if owner else "pending",
-            args,
-            kwargs,
-            t.image,
-            t.retries,
-            t.retry_delay,
-            t.timeout,
-            t.max_worker_losses,
-            1 if owner else 0,
-            1 if owner else 0,
-            now,
-            now if owner else None,
-            deadline if owner else None,
-            owner,
-            lease if owner else None,
-            t.operation_id,
-        ),
-    )
-    if owner is None:
-        return None
-    return rec.TaskClaim(
-        run_id=run_id,
-        workflow_id=workflow_id,
-        cmd=t.cmd,
-        name=t.name,
-        args=loads(args),  # decoded from what is stored: never the workflow's own objects
-        kwargs=loads(kwargs),
-        attempt=1,
-        fence=1,
-        started_at=now,
-        deadline=deadline,
-        lease_expires_at=lease,
-        timeout=t.timeout,
-        retries=t.retries,
-        retry_delay=t.retry_delay,
-        max_worker_losses=t.max_worker_losses,
-        image=t.image,
-        operation_id=t.operation_id,
-    )
-
-
-def release_activation(conn: sqlite3.Connection, run_id: str, fence: int) -> None:
-    conn.execute(
-        "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL "
-        "WHERE run_id = ? AND fence = ?",
-        (run_id, fence),
     )

@@ -1,9 +1,9 @@
 """The body both SQL stores share: each :class:`Store` method is one query, read or write.
 
-Each method is a plain function over a connection (``runs``, ``tasks``,
-``leases``, ``messaging``, ``versions``, ``auth``, ``observe``, ``volumes``),
-handed to :meth:`SqlStore._read` or :meth:`SqlStore._write`. A dialect
-(:class:`~keepgoing._store.sqlite.SqliteStore`,
+Each method is a plain function over a connection (``runs``, ``history``,
+``tasks``, ``leases``, ``workers``, ``worker_stops``, ``messaging``, ``versions``,
+``auth``, ``observe``, ``volumes``), handed to :meth:`SqlStore._read` or
+:meth:`SqlStore._write`. A dialect (:class:`~keepgoing._store.sqlite.SqliteStore`,
 :class:`~keepgoing._store.postgres.PostgresStore`) supplies only the transport
 behind those two, how it opens and closes, how other processes are woken
 (:meth:`wait_for_change`), and how a worker's liveness is held and probed.
@@ -29,10 +29,19 @@ from keepgoing._history.events import (
 from keepgoing._procinfo import in_tree
 from keepgoing._runtime.context import current_task_context
 from keepgoing._store import records as rec
-from keepgoing._store import stops as stop_rules
+from keepgoing._store import worker_stops as stop_rules
 from keepgoing._store.protocol import Store
 from keepgoing._store.refused import name_refused
-from keepgoing._store.sql import commands, leases, messaging, reviews, stops, tasks, workers
+from keepgoing._store.sql import (
+    commands,
+    history,
+    leases,
+    messaging,
+    reviews,
+    tasks,
+    worker_stops,
+    workers,
+)
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql import versions as versions_sql
 from keepgoing._store.sql.auth import SqlAuthMixin
@@ -119,7 +128,7 @@ class SqlStore(
         return runs
 
     async def read_history(self, run_id: str, after_seq: int = 0) -> list[Event]:
-        events: list[Event] = await self._read(lambda c: ops.read_history(c, run_id, after_seq))
+        events: list[Event] = await self._read(lambda c: history.read_history(c, run_id, after_seq))
         return events
 
     # -- activations -----------------------------------------------------------------
@@ -135,7 +144,7 @@ class SqlStore(
         revision: int | None = None,
     ) -> list[rec.ActivationClaim]:
         claims: list[rec.ActivationClaim] = await self._write_lease(
-            lambda c: ops.claim_activations(
+            lambda c: leases.claim_activations(
                 c, worker_id, list(queues), list(workflow_names), limit, lease_ttl, now, revision
             )
         )
@@ -173,7 +182,7 @@ class SqlStore(
         return run
 
     async def release_activation(self, run_id: str, fence: int) -> None:
-        await self._write_lease(lambda c: ops.release_activation(c, run_id, fence), True)
+        await self._write_lease(lambda c: leases.release_activation(c, run_id, fence), True)
 
     # -- tasks ---------------------------------------------------------------------
     async def claim_tasks(
@@ -188,7 +197,7 @@ class SqlStore(
         revision: int | None = None,
     ) -> list[rec.TaskClaim]:
         claims: list[rec.TaskClaim] = await self._write(
-            lambda c: tasks.claim_tasks(
+            lambda c: leases.claim_tasks(
                 c, worker_id, list(queues), list(task_names), limit, lease_ttl, now, revision
             )
         )
@@ -303,19 +312,19 @@ class SqlStore(
 
     # -- workers ---------------------------------------------------------------------
     async def register_worker(self, worker: rec.WorkerRecord) -> None:
-        await self._write(lambda c: leases.register_worker(c, worker))
+        await self._write(lambda c: workers.register_worker(c, worker))
 
     async def deregister_worker(self, worker_id: str) -> None:
-        await self._write(lambda c: leases.deregister_worker(c, worker_id))
+        await self._write(lambda c: workers.deregister_worker(c, worker_id))
 
     async def record_worker_stop(self, stop: rec.WorkerStop, *, now: float) -> int:
         stop = await self._traced(stop)
-        stop_id: int = await self._write(lambda c: stops.record_stop(c, stop, now))
+        stop_id: int = await self._write(lambda c: worker_stops.record_stop(c, stop, now))
         return stop_id
 
     async def _traced(self, stop: rec.WorkerStop) -> rec.WorkerStop:
         """``stop`` traced to the task that asked for it, if it is the stopped worker's
-        own doing (``_store/stops.py``): from inside one of its attempts, or from its
+        own doing (``_store/worker_stops.py``): from inside one of its attempts, or from its
         process or a descendant of it on this machine."""
         if stop.cause in stop_rules.BY_TASK:
             return stop
@@ -345,10 +354,10 @@ class SqlStore(
 
     async def settle_worker_stop(self, stop_id: int, *, signalled: bool) -> None:
         # Wakes the services: a sweep may have left the worker's attempts for this.
-        await self._write(lambda c: stops.settle_stop(c, stop_id, signalled), True)
+        await self._write(lambda c: worker_stops.settle_stop(c, stop_id, signalled), True)
 
     async def list_workers(self) -> list[rec.WorkerRecord]:
-        found: list[rec.WorkerRecord] = await self._read(leases.list_workers)
+        found: list[rec.WorkerRecord] = await self._read(workers.list_workers)
         return found
 
     async def mark_lost_workers(self, *, now: float) -> int:
@@ -363,10 +372,10 @@ class SqlStore(
     async def record_workflows(
         self, names: Sequence[str], queues: Sequence[str], now: float
     ) -> None:
-        await self._write(lambda c: leases.record_workflows(c, list(names), list(queues), now))
+        await self._write(lambda c: workers.record_workflows(c, list(names), list(queues), now))
 
     async def known_workflows(self) -> dict[str, list[str]]:
-        known: dict[str, list[str]] = await self._read(leases.known_workflows)
+        known: dict[str, list[str]] = await self._read(workers.known_workflows)
         return known
 
 

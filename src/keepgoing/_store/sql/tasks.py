@@ -1,51 +1,37 @@
-"""Task attempts on SQLite: claims, completions (with the fast activation), failures.
+"""Task completions and fired timers, with the fast activation that may follow either.
 
-Part of the store's SQL with ``_sqlite_ops`` (runs, history, activations);
-functions run inside the caller's write transaction.
+Functions run inside the caller's write transaction. Claims, releases and the
+fence itself are in ``leases``; a failed attempt is recorded by ``failures``.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
 from typing import NamedTuple
 
 from keepgoing._history import events as ev
 from keepgoing._store import records as rec
 from keepgoing._store.sql import volumes
 from keepgoing._store.sql.commands import append_and_apply
+from keepgoing._store.sql.connection import Connection
+from keepgoing._store.sql.failures import fail_attempt
 from keepgoing._store.sql.gateway import OPEN_CALLS, mark_attempt_calls
-from keepgoing._store.sql.rows import columns, every, one
-from keepgoing._store.sql.runs import TASK_COLUMNS, RunRef, TaskRow, append, marks, task_claim
-from keepgoing._store.stops import Stamp
-from keepgoing._store.transitions import UNCERTAIN, decide_failure
-
-_WORKER_LOST = "keepgoing.WorkerLost"
-
-
-class TaskKey(NamedTuple):
-    """A task's key: its run and the command that scheduled it."""
-
-    run_id: str
-    cmd: int
+from keepgoing._store.sql.history import append
+from keepgoing._store.sql.leases import FENCED
+from keepgoing._store.sql.rows import one
+from keepgoing._store.sql.runs import CommandRun
 
 
 class _RunHead(NamedTuple):
     """What a completion or a timer reads of its run (locked)."""
 
     status: str
-    fence: int
+    fenced: bool
     last_input_seq: int
     lease_owner: str | None
     lease_expires_at: float | None
     next_seq: int
     workflow_id: str
     task_queue: str
-
-
-class _Attempt(NamedTuple):
-    status: str
-    fence: int
 
 
 class _Cmd(NamedTuple):
@@ -60,83 +46,31 @@ class _Done(NamedTuple):
     calls: bool
 
 
-class _Failing(NamedTuple):
-    """What deciding a failed attempt reads of its task."""
-
-    name: str
-    attempt: int
-    failures: int
-    worker_losses: int
-    retries: int
-    max_worker_losses: int
-    retry_delay: float
-    started_at: float | None
+# ``fenced``: the fast activation's fence still holds (its parameter comes first).
+_RUN_HEAD = (
+    f"SELECT status, ({FENCED}) AS fenced, last_input_seq, lease_owner, lease_expires_at, "
+    "next_seq, workflow_id, task_queue FROM runs WHERE run_id = ? /*FOR UPDATE*/"
+)
 
 
-_RUN_HEAD = f"SELECT {columns(_RunHead)} FROM runs WHERE run_id = ? /*FOR UPDATE*/"
-
-
-# -- tasks -----------------------------------------------------------------------------
-def claim_tasks(
-    conn: sqlite3.Connection,
-    worker_id: str,
-    queues: Sequence[str],
-    names: Sequence[str],
-    limit: int,
-    lease_ttl: float,
-    now: float,
-    revision: int | None = None,
-) -> list[rec.TaskClaim]:
-    if not queues or not names or limit <= 0:
-        return []
-    # Pinning: a task on its run's own queue runs on the run's revision; a task routed
-    # to a per-task group's queue runs on any revision of that group.
-    pinned, params = "", []
-    if revision is not None:
-        pinned = (
-            " AND EXISTS (SELECT 1 FROM runs r WHERE r.run_id = tasks.run_id AND "
-            "(r.task_queue <> tasks.queue OR r.group_revision IS NULL OR r.group_revision = ?))"
-        )
-        params = [revision]
-    keys = every(
-        conn,
-        TaskKey,
-        f"SELECT {columns(TaskKey)} FROM tasks WHERE status = 'pending' AND available_at <= ? "
-        f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}){pinned} "
-        "ORDER BY available_at LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
-        (now, *queues, *names, *params, limit),
-    )
-    claims = []
-    for key in keys:
-        row = one(
-            conn,
-            TaskRow,
-            "UPDATE tasks SET status = 'running', attempt = attempt + 1, fence = fence + 1, "
-            "started_at = ?, deadline = ? + timeout, lease_owner = ?, "
-            "lease_expires_at = MIN(? + ?, ? + timeout + ?) WHERE run_id = ? AND cmd = ? "
-            f"RETURNING {TASK_COLUMNS}",
-            (now, now, worker_id, now, lease_ttl, now, lease_ttl, key.run_id, key.cmd),
-        )
-        assert row is not None  # the row was just selected, and is locked
-        claims.append(task_claim(row))
-    return claims
+def _run_head(conn: Connection, run_id: str, fast: rec.FastActivation | None) -> _RunHead | None:
+    """The run's head, locked; ``fenced`` says whether ``fast`` was computed on it."""
+    return one(conn, _RunHead, _RUN_HEAD, (fast.run_fence if fast is not None else -1, run_id))
 
 
 def complete_task(
-    conn: sqlite3.Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
+    conn: Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
 ) -> rec.TaskOutcomeResult:
-    # Lock order: the run's row before its task's (see _dialect).
-    run = one(conn, _RunHead, _RUN_HEAD, (o.run_id,))
+    # Lock order: the run's row before its task's (see sql/dialect.py).
+    run = _run_head(conn, o.run_id, fast)
     if run is None:
         return rec.TaskOutcomeResult(accepted=False)
     if not o.ok:
-        row = one(
-            conn,
-            _Attempt,
-            f"SELECT {columns(_Attempt)} FROM tasks WHERE run_id = ? AND cmd = ?",
-            (o.run_id, o.cmd),
-        )
-        if row is None or row.status != "running" or row.fence != o.fence:
+        held = conn.execute(
+            f"SELECT 1 FROM tasks WHERE run_id = ? AND cmd = ? AND {FENCED}",
+            (o.run_id, o.cmd, o.fence),
+        ).fetchone()
+        if held is None:
             return rec.TaskOutcomeResult(accepted=False)
         assert o.error is not None
         return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now)
@@ -146,7 +80,7 @@ def complete_task(
         conn,
         _Done,
         "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
-        "WHERE run_id = ? AND cmd = ? AND status = 'running' AND fence = ? RETURNING cmd, "
+        f"WHERE run_id = ? AND cmd = ? AND {FENCED} RETURNING cmd, "
         f"EXISTS ({OPEN_CALLS}) AS calls",
         (o.run_id, o.cmd, o.fence, o.run_id, o.cmd, o.attempt),
     )
@@ -169,7 +103,7 @@ def complete_task(
 
 
 def fire_timer(
-    conn: sqlite3.Connection,
+    conn: Connection,
     run_id: str,
     cmd: int,
     worker_id: str,
@@ -177,7 +111,7 @@ def fire_timer(
     fast: rec.FastActivation,
 ) -> rec.CommitResult | None:
     """The timer's hot path (see ``Store.fire_timer``); lock order: run, then timer."""
-    run = one(conn, _RunHead, _RUN_HEAD, (run_id,))
+    run = _run_head(conn, run_id, fast)
     if run is None or run.status != "running":
         return None
     fired = one(
@@ -201,12 +135,11 @@ def _unchanged(run: _RunHead, fast: rec.FastActivation, now: float) -> bool:
     lease_free = (
         run.lease_owner is None or run.lease_expires_at is None or run.lease_expires_at < now
     )
-    same = run.fence == fast.run_fence and run.last_input_seq == fast.last_input_seq
-    return bool(run.status == "running" and same and lease_free)
+    return bool(run.fenced and run.last_input_seq == fast.last_input_seq and lease_free)
 
 
 def _apply_fast(
-    conn: sqlite3.Connection,
+    conn: Connection,
     run_id: str,
     worker_id: str,
     now: float,
@@ -221,7 +154,7 @@ def _apply_fast(
     )
     last, eager = append_and_apply(
         conn,
-        RunRef(run_id, run.workflow_id, run.task_queue),
+        CommandRun(run_id, run.workflow_id, run.task_queue),
         [arrived, marker],
         fast.commands,
         now,
@@ -234,78 +167,3 @@ def _apply_fast(
     return rec.CommitResult(
         ok=True, last_seq=last, fence=fast.run_fence + 1, eager=eager, saw_upto=seq
     )
-
-
-def fail_attempt(
-    conn: sqlite3.Connection,
-    run_id: str,
-    cmd: int,
-    reason: str,
-    error: ev.ErrorInfo,
-    worker: str,
-    now: float,
-    stamp: Stamp | None = None,
-) -> rec.TaskOutcomeResult:
-    """Record a failed attempt and decide its task's fate; ``stamp`` is why its
-    worker stopped, for an attempt lost or released with it."""
-    t = one(
-        conn,
-        _Failing,
-        f"SELECT {columns(_Failing)} FROM tasks WHERE run_id = ? AND cmd = ?",
-        (run_id, cmd),
-    )
-    assert t is not None  # the caller holds the attempt
-    name, attempt = t.name, t.attempt
-    # Its model calls are kept (they were paid for) but never count as the step's.
-    lost = reason in ("worker_lost", "released")
-    mark_attempt_calls(conn, run_id, cmd, attempt, "lost" if lost else "failed")
-    decision = decide_failure(
-        reason=reason,
-        failures=t.failures,
-        worker_losses=t.worker_losses,
-        retries=t.retries,
-        max_worker_losses=t.max_worker_losses,
-        retry_delay=t.retry_delay,
-        now=now,
-        cause=stamp.cause if stamp is not None else None,
-    )
-    failed = ev.TaskAttemptFailed(
-        cmd=cmd,
-        name=name,
-        attempt=attempt,
-        error=error,
-        reason=reason,
-        worker=worker,
-        started_at=t.started_at,
-        retry_at=decision.retry_at,
-        cause=stamp.cause if stamp is not None else None,
-        actor=stamp.actor if stamp is not None else None,
-        via=stamp.via if stamp is not None else None,
-    )
-    if decision.retry_at is not None:
-        conn.execute(
-            "UPDATE tasks SET status = 'pending', available_at = ?, failures = ?, "
-            "worker_losses = ?, lease_owner = NULL, lease_expires_at = NULL "
-            "WHERE run_id = ? AND cmd = ?",
-            (decision.retry_at, decision.failures, decision.worker_losses, run_id, cmd),
-        )
-        append(conn, run_id, [failed], now)
-        return rec.TaskOutcomeResult(accepted=True, final=False, retry_at=decision.retry_at)
-    # An uncertain outcome is final too, but kept apart: it is the review queue.
-    conn.execute(
-        "UPDATE tasks SET status = ?, failures = ?, worker_losses = ?, "
-        "lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ? AND cmd = ?",
-        (
-            "uncertain" if reason == UNCERTAIN else "failed",
-            decision.failures,
-            decision.worker_losses,
-            run_id,
-            cmd,
-        ),
-    )
-    final_error = error
-    if decision.final_message is not None:
-        final_error = ev.ErrorInfo(type=_WORKER_LOST, message=decision.final_message)
-    gave_up = ev.TaskFailed(cmd=cmd, name=name, error=final_error, attempts=attempt, reason=reason)
-    append(conn, run_id, [failed, gave_up], now)
-    return rec.TaskOutcomeResult(accepted=True, final=True)

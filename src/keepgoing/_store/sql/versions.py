@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -12,8 +11,9 @@ from keepgoing._history.codec import decode, encode_at
 from keepgoing._payload import dumps, loads
 from keepgoing._store import records as rec
 from keepgoing._store._versions import retry_blocked_after, should_retry, with_version
-from keepgoing._store.sql import messaging
+from keepgoing._store.sql import history, leases, messaging
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing.errors import WorkflowNotRunningError
 
@@ -46,7 +46,7 @@ class RunSet(NamedTuple):
 _NOTHING = RunSet()
 
 
-def note(conn: sqlite3.Connection, run_id: str, version: str, started_as: str, seen: str) -> RunSet:
+def note(conn: Connection, run_id: str, version: str, started_as: str, seen: str) -> RunSet:
     """Record that code ``version`` activates the run (in the caller's transaction).
 
     A run started by name, by a client that never imported the code, has no
@@ -76,7 +76,7 @@ def note(conn: sqlite3.Connection, run_id: str, version: str, started_as: str, s
 
 
 def block(
-    conn: sqlite3.Connection, c: rec.ActivationCommit, *, next_seq: int, noted: RunSet = _NOTHING
+    conn: Connection, c: rec.ActivationCommit, *, next_seq: int, noted: RunSet = _NOTHING
 ) -> int:
     """Append ``WorkflowBlocked`` and mark the run blocked until it is retried.
 
@@ -87,7 +87,7 @@ def block(
     assert row is not None  # the commit holds the run
     count = row.block_count + 1
     blocked = ev.WorkflowBlocked(reason=c.blocked_reason, code_version=c.code_version)
-    return ops.append(
+    return history.append(
         conn,
         c.run_id,
         [blocked],
@@ -107,7 +107,7 @@ def block(
 
 
 def claim_blocked(
-    conn: sqlite3.Connection,
+    conn: Connection,
     worker_id: str,
     queues: Sequence[str],
     versions: Mapping[str, str],
@@ -120,7 +120,7 @@ def claim_blocked(
     names = list(versions)
     if not queues or not names or limit <= 0:
         return []
-    pinned, pin = ops.revision_rule(revision)
+    pinned, pin = leases.revision_rule(revision)
     rows = every(
         conn,
         _Blocked,
@@ -143,7 +143,7 @@ def claim_blocked(
     runs = ops.run_records(
         conn,
         "UPDATE runs SET status = 'running', blocked_reason = NULL, runnable = 1, "
-        "runnable_since = ?, fence = fence + 1, lease_owner = ?, lease_expires_at = ? "
+        f"runnable_since = ?, {leases.ACTIVATION_LEASE} "
         f"WHERE run_id IN ({ops.marks(ids)}) RETURNING {ops.RUN_COLUMNS}",
         (now, worker_id, expires, *ids),
     )
@@ -151,7 +151,7 @@ def claim_blocked(
 
 
 def unblock_run(
-    conn: sqlite3.Connection, workflow_id: str, run_id: str | None, now: float
+    conn: Connection, workflow_id: str, run_id: str | None, now: float
 ) -> rec.RunRecord:
     """Make a blocked run runnable now, for the next worker that serves it."""
     run = messaging.open_run(conn, workflow_id, run_id)

@@ -12,7 +12,6 @@ per changed chunk instead of the chunk. Base chains are cut at
 
 from __future__ import annotations
 
-import sqlite3
 import zlib
 from typing import Any, NamedTuple
 
@@ -22,6 +21,7 @@ from keepgoing._store.content_cache import ContentCache
 from keepgoing._store.records import TaskOutcome
 from keepgoing._store.refused import name_refused
 from keepgoing._store.sql import volumes_core as core
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.sql.volumes_core import RefRow, VersionRow
 from keepgoing._store.volume_records import CommitOrigin, FileInfo, StagedCommit, VersionInfo
@@ -89,7 +89,7 @@ class _Txn:
     take turns instead of failing their compare-and-set.
     """
 
-    def __init__(self, conn: sqlite3.Connection, *, writing: bool = False) -> None:
+    def __init__(self, conn: Connection, *, writing: bool = False) -> None:
         self.conn = conn
         self._lock = " /*FOR UPDATE*/" if writing else ""
 
@@ -291,7 +291,7 @@ def _version_row(row: _Version) -> VersionRow:
     return VersionRow(info, bytes(row.manifest).hex(), bool(row.chunked))
 
 
-def commit_task(conn: sqlite3.Connection, outcome: TaskOutcome) -> list[MemoryCommitted]:
+def commit_task(conn: Connection, outcome: TaskOutcome) -> list[MemoryCommitted]:
     """Apply a successful attempt's staged commits inside ``complete_task``'s transaction."""
     origin = CommitOrigin(outcome.run_id, outcome.cmd, outcome.attempt)
     return core.commit_task(_Txn(conn, writing=True), outcome.volume_commits, origin, outcome.now)

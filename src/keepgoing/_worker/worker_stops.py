@@ -1,7 +1,7 @@
 """Stopping a worker on purpose: the stop is recorded, then signalled, then settled.
 
 The order is what lets the reaper name the cause of every attempt the worker
-loses (``_store/stops.py``): a stop recorded only after the signal could be
+loses (``_store/worker_stops.py``): a stop recorded only after the signal could be
 read too late, after the loss was recorded as unexplained; one left behind by a
 signal that never reached a live process would explain a death it did not cause.
 """

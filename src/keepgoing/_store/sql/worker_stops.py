@@ -1,14 +1,14 @@
 """Recorded worker stops (``worker_stops``): written before a stop's signal, read
-by the transaction that records the loss (rules: ``_store/stops.py``)."""
+by the transaction that records the loss (rules: ``_store/worker_stops.py``)."""
 
 from __future__ import annotations
 
-import sqlite3
 from typing import NamedTuple
 
 from keepgoing._store import records as rec
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every
-from keepgoing._store.stops import KEEP, StopRow
+from keepgoing._store.worker_stops import KEEP, StopRow
 
 __all__ = ["record_stop", "settle_stop", "stops_of"]
 
@@ -25,7 +25,7 @@ class _Stop(NamedTuple):
     blame_cmd: int | None
 
 
-def record_stop(conn: sqlite3.Connection, stop: rec.WorkerStop, now: float) -> int:
+def record_stop(conn: Connection, stop: rec.WorkerStop, now: float) -> int:
     conn.execute("DELETE FROM worker_stops WHERE recorded_at < ?", (now - KEEP,))
     cursor = conn.execute(
         "INSERT INTO worker_stops (worker_id, cause, actor_kind, actor_id, via, detail, state, "
@@ -46,14 +46,14 @@ def record_stop(conn: sqlite3.Connection, stop: rec.WorkerStop, now: float) -> i
     return int(cursor.lastrowid or 0)
 
 
-def settle_stop(conn: sqlite3.Connection, stop_id: int, signalled: bool) -> None:
+def settle_stop(conn: Connection, stop_id: int, signalled: bool) -> None:
     if signalled:
         conn.execute("UPDATE worker_stops SET state = 'sent' WHERE stop_id = ?", (stop_id,))
     else:
         conn.execute("DELETE FROM worker_stops WHERE stop_id = ?", (stop_id,))
 
 
-def stops_of(conn: sqlite3.Connection, worker_id: str) -> list[StopRow]:
+def stops_of(conn: Connection, worker_id: str) -> list[StopRow]:
     """The stops recorded for ``worker_id``, oldest first."""
     rows = every(
         conn,

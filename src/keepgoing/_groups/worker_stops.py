@@ -5,7 +5,7 @@ A backend that signals its replicas itself (the local one) calls its
 the cause (``scaled_down``, ``replaced``, ``drain_timeout``,
 ``killed_by_request``); the hook records the stop in the store for the worker
 that process runs, and the callback it returns settles it once the signal was
-sent (``_store/stops.py`` has the rules). :func:`store_hook` is that hook for
+sent (``_store/worker_stops.py`` has the rules). :func:`store_hook` is that hook for
 the autoscaler's store.
 
 A stop that cannot be recorded (the store is away) never holds the signal
@@ -124,7 +124,7 @@ class Termination:
 
     ``host`` is the host name its worker registered (a pod's name); ``finished_at``
     when that process ended (a restarted container's predecessor, or the pod's
-    last one); ``cause`` one of ``_store/stops.py``'s ``CAUSES``.
+    last one); ``cause`` one of ``_store/worker_stops.py``'s ``CAUSES``.
     """
 
     instance_id: str
