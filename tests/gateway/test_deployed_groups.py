@@ -54,9 +54,17 @@ def _deploy(stack: GatewayStack, remote: keepgoing.Client, app: Path, mark: str)
     )
 
 
-@pytest.fixture
-def stack(tmp_path: Path, fake_openai: Fake, fake_anthropic: Fake) -> Any:
-    stack = GatewayStack(tmp_path, fake_openai, fake_anthropic)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def stack(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_openai: Fake, fake_anthropic: Fake
+) -> Any:
+    url = None
+    if request.param == "postgresql":
+        from postgres_support import migrated, reset  # noqa: PLC0415
+
+        url = migrated(request.getfixturevalue("postgres_url"))
+        reset(url)
+    stack = GatewayStack(tmp_path, fake_openai, fake_anthropic, store_url=url)
     stack.env["KEEPGOING_GROUPS_DIR"] = str(tmp_path / "groups")
     fake_openai.reset()
     try:

@@ -144,7 +144,8 @@ def create_app(
     app.state.gateway = models
     install_error_handlers(app)
     app.add_api_route("/docs", lambda: docs_page(app), include_in_schema=False, methods=["GET"])
-    routers = (*ROUTERS, gateway_http.router)
+    # The gateway first: a model call is matched before the API's routes are tried.
+    routers = (gateway_http.router, *ROUTERS)
     for router in routers:
         app.include_router(router)
     if ui:
