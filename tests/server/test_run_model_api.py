@@ -116,6 +116,11 @@ def test_a_history_over_the_body_limit_is_413(admin: httpx.Client) -> None:
     assert _refused(response, 413, "payload_too_large")
 
 
+def test_a_history_of_too_many_events_is_413_naming_the_limit(admin: httpx.Client) -> None:
+    response = admin.post(FOLD, json={"events": [{}] * 20_001})
+    assert "at most 20,000 events" in _refused(response, 413, "payload_too_large")
+
+
 def test_folding_needs_runs_read(stack: Stack) -> None:
     with stack.api(stack.token("trigger-only", "workflows.trigger")) as api:
         _refused(api.post(FOLD, json={"events": []}), 403, "permission_denied")

@@ -5,7 +5,10 @@ The server folds; the browser only draws (``GET /api/v1/runs/{id}/model`` for a
 stored run, ``POST /api/v1/histories/fold`` for a history file opened in the replay
 page). Pure: the same events always give the same model, so replay is a prefix.
 
-The words and rules are the ones the rest of keepgoing uses: why a worker stopped
+The steps are the shared fold's (``_views/steps.py``, which ``GET .../steps`` and
+``keepgoing show`` serve), put in the browser's terms; the run's header, its waits,
+messages, children and memory writes are read here. The words and rules are the
+ones the rest of keepgoing uses: why a worker stopped
 is ``_store/stops.py``'s :func:`~keepgoing._store.stops.describe`, a rate-limited
 attempt is ``_store/trouble.py``'s :func:`~keepgoing._store.trouble.is_rate_limited`,
 and a review decision is ``_workflow/review.py``'s
@@ -21,8 +24,8 @@ from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._history.codec import encode
-from keepgoing._store import stops
 from keepgoing._store.trouble import is_rate_limited
+from keepgoing._views.steps import StepView, build_steps
 from keepgoing._workflow.review import parse_decision
 
 __all__ = ["build_model", "problems", "retry_kind"]
@@ -76,7 +79,6 @@ class _Fold:
             "codeVersion": "",
         }
         self.steps: list[Json] = []
-        self.by_cmd: dict[int, Json] = {}
         self.waits: list[Json] = []
         self.wait_by_key: dict[str, Json] = {}
         self.open_message_waits: list[Json] = []
@@ -86,7 +88,6 @@ class _Fold:
         self.children: list[Json] = []
         self.memory: list[Json] = []
         self.activations: list[Json] = []
-        self.uncertain: list[Json] = []  # steps whose outcome waits for a decision
         self.last: Json | None = None
 
     def apply(self, e: Json) -> None:
@@ -137,108 +138,6 @@ class _Fold:
     def _on_WorkflowBlocked(self, e: Json) -> None:
         self.run.update(status="blocked", blockedReason=e.get("reason"))
 
-    # -- steps -----------------------------------------------------------------------
-    def _on_TaskScheduled(self, e: Json) -> None:
-        step: Json = {
-            "cmd": e["cmd"],
-            "name": e["name"],
-            "args": e.get("args", []),
-            "kwargs": e.get("kwargs", {}),
-            "retries": e.get("retries", 0),
-            "timeout": e.get("timeout"),
-            "scheduledAt": e["at"],
-            "scheduledSeq": e["seq"],
-            "attempts": [],
-            "status": "scheduled",
-            "output": None,
-            "error": None,
-            "memory": [],
-            "reused": None,
-            "endedAt": None,
-            "completedSeq": None,
-            # A step a reviewer sent back to run again keeps the first step's operation id.
-            "operationId": e.get("operation_id") or f"op-{self.run['runId']}-{e['cmd']}",
-            "index": len(self.steps),
-        }
-        self.steps.append(step)
-        self.by_cmd[e["cmd"]] = step
-
-    def _start(self, step: Json, e: Json) -> Any:
-        if e.get("started_at") is not None:
-            return e["started_at"]
-        prev = step["attempts"][-1] if step["attempts"] else None
-        return prev["end"] if prev is not None else step["scheduledAt"]
-
-    def _on_TaskAttemptFailed(self, e: Json) -> None:
-        step = self.by_cmd.get(e["cmd"])
-        if step is None:
-            return
-        reason = e.get("reason", "error")
-        step["attempts"].append(
-            {
-                "n": e["attempt"],
-                "worker": e.get("worker", ""),
-                "start": self._start(step, e),
-                "end": e["at"],
-                "outcome": reason,
-                "error": e.get("error"),
-                "retryAt": e.get("retry_at"),
-                "seq": e["seq"],
-                "cause": e.get("cause"),
-                "why": stops.describe(reason, e.get("cause"), e.get("actor"), e.get("via")),
-                "kind": retry_kind(reason, e.get("error")),
-            }
-        )
-        step["status"] = "retrying" if e.get("retry_at") is not None else "failing"
-        if reason == "worker_lost":
-            self.losses.append(
-                {
-                    "worker": e.get("worker", ""),
-                    "at": e["at"],
-                    "seq": e["seq"],
-                    "cmd": e["cmd"],
-                    "step": step["name"],
-                }
-            )
-
-    def _on_TaskCompleted(self, e: Json) -> None:
-        step = self.by_cmd.get(e["cmd"])
-        if step is None:
-            return
-        step["attempts"].append(
-            {
-                "n": e["attempt"],
-                "worker": e.get("worker", ""),
-                "start": self._start(step, e),
-                "end": e["at"],
-                "outcome": "completed",
-                "error": None,
-                "seq": e["seq"],
-                "kind": "completed",
-            }
-        )
-        step.update(status="completed", output=e.get("result"), endedAt=e["at"])
-        step["completedSeq"] = e["seq"]
-
-    def _on_TaskFailed(self, e: Json) -> None:
-        step = self.by_cmd.get(e["cmd"])
-        if step is None:
-            return
-        # An uncertain outcome waits for a reviewer (see the Reviews page), it has not failed.
-        reason = e.get("reason", "error")
-        status = "uncertain" if reason == "uncertain" else "failed"
-        step.update(status=status, error=e.get("error"), endedAt=e["at"])
-        step.update(failReason=reason, failedSeq=e["seq"])
-        if status == "uncertain":
-            self.uncertain.append(step)
-            for message in self.messages:  # a decision sent before the wait
-                _settle_review([step], message)
-
-    def _on_TaskCancelRequested(self, e: Json) -> None:
-        step = self.by_cmd.get(e["cmd"])
-        if step is not None and step["status"] not in ("completed", "failed", "uncertain"):
-            step.update(status="cancelled", endedAt=e["at"])
-
     def _on_MemoryCommitted(self, e: Json) -> None:
         write = {
             "volume": e["volume"],
@@ -251,9 +150,6 @@ class _Fold:
             "seq": e["seq"],
         }
         self.memory.append(write)
-        step = self.by_cmd.get(write["cmd"])
-        if step is not None:
-            step["memory"].append(write)
 
     # -- messages, children, waits ---------------------------------------------------
     def _on_MessageReceived(self, e: Json) -> None:
@@ -269,7 +165,6 @@ class _Fold:
             "id": e.get("message_id"),
         }
         self.messages.append(message)
-        _settle_review(self.uncertain, message)
         for i, wait in enumerate(self.open_message_waits):
             if wait["name"] == e["name"]:
                 del self.open_message_waits[i]
@@ -352,6 +247,22 @@ class _Fold:
             )
 
     # -- the end ---------------------------------------------------------------------
+    def take_steps(self, views: list[StepView]) -> None:
+        """The steps of the shared fold (``steps.py``), in the browser's terms."""
+        for index, view in enumerate(views):
+            memory = [w for w in self.memory if w["cmd"] == view.cmd]
+            self.steps.append(_step(view, index, memory))
+        for step in self.steps:
+            for a in step["attempts"]:
+                if a["outcome"] == "worker_lost":
+                    loss = {"worker": a["worker"], "at": a["end"], "seq": a["seq"]}
+                    self.losses.append({**loss, "cmd": step["cmd"], "step": step["name"]})
+        self.losses.sort(key=lambda loss: loss["seq"])
+        # Decisions are matched in send order, each round taking the first that decides it.
+        uncertain = [s for s in self.steps if s["failReason"] == "uncertain"]
+        for message in self.messages:
+            _settle_review(uncertain, message)
+
     def model(self, now: float | None, count: int, first: float | None) -> Json:
         # A wait with no outcome yet stays open up to the run's end (or now, while it runs).
         last_at = self.last["at"] if self.last is not None else None
@@ -401,7 +312,51 @@ def build_model(events: Sequence[ev.Event], *, now: float | None = None) -> Json
     fold = _Fold()
     for event in events:
         fold.apply(encode(event))
+    fold.take_steps(build_steps(fold.run["runId"], events))
     return fold.model(now, len(events), events[0].at if events else None)
+
+
+def _step(view: StepView, index: int, memory: list[Json]) -> Json:
+    attempts: list[Json] = []
+    for a in view.attempts:
+        start = a.started_at
+        if start is None:
+            start = attempts[-1]["end"] if attempts else view.scheduled_at
+        drawn: Json = {"n": a.attempt, "worker": a.worker, "start": start, "end": a.ended_at}
+        if a.outcome == "completed":
+            drawn.update(outcome="completed", error=None, seq=a.seq, kind="completed")
+        else:
+            drawn.update(outcome=a.outcome, error=a.error, retryAt=a.retry_at, seq=a.seq)
+            # ``cause`` as recorded: None where the attempt's event named none.
+            drawn["cause"] = None if a.cause == a.outcome else a.cause
+            drawn.update(why=a.cause_text, kind=retry_kind(a.outcome, a.error))
+        attempts.append(drawn)
+    status = view.status
+    last = view.attempts[-1] if view.attempts else None
+    if status in ("scheduled", "retrying") and last is not None and last.retry_at is None:
+        status = "failing"  # its last attempt failed and no retry is due: TaskFailed follows
+    return {
+        "cmd": view.cmd,
+        "name": view.name,
+        "args": view.args,
+        "kwargs": view.kwargs,
+        "retries": view.retries,
+        "timeout": view.timeout,
+        "scheduledAt": view.scheduled_at,
+        "scheduledSeq": view.scheduled_seq,
+        "attempts": attempts,
+        "status": status,
+        "output": view.output,
+        "error": view.error,
+        "memory": memory,
+        "reused": None,
+        "endedAt": view.ended_at,
+        "completedSeq": view.completed_seq,
+        "failReason": view.fail_reason,
+        "failedSeq": view.failed_seq,
+        "operationId": view.operation_id,
+        "index": index,
+    }
 
 
 def _end_wait(wait: Json, at: float, outcome: str) -> None:
