@@ -53,6 +53,9 @@ def test_a_stored_run_and_its_history_file_fold_alike(admin: httpx.Client) -> No
     uploaded = admin.post(FOLD, json={"events": events})
     assert uploaded.status_code == 200, uploaded.text
     assert uploaded.json() == model
+    # With ``events=true`` the history comes along, read with the fold once.
+    both = admin.get(f"/api/v1/runs/{workflow_id}/model", params={"events": "true"}).json()
+    assert both.pop("events") == events and both == model
 
 
 def test_a_prefix_is_the_run_as_it_stood(admin: httpx.Client) -> None:

@@ -306,12 +306,19 @@ class _Fold:
         return model
 
 
-def build_model(events: Sequence[ev.Event], *, now: float | None = None) -> Json:
+def build_model(
+    events: Sequence[ev.Event],
+    *,
+    now: float | None = None,
+    encoded: Sequence[Json] | None = None,
+) -> Json:
     """The UI's model of the run whose history is ``events``; ``now``: the time an open
-    run's running step and open waits are drawn up to (None: its last event's)."""
+    run's running step and open waits are drawn up to (None: its last event's);
+    ``encoded``: the events as :func:`~keepgoing._history.codec.encode` gives them,
+    when the caller has them already."""
     fold = _Fold()
-    for event in events:
-        fold.apply(encode(event))
+    for body in encoded if encoded is not None else [encode(e) for e in events]:
+        fold.apply(body)
     fold.take_steps(build_steps(fold.run["runId"], events))
     return fold.model(now, len(events), events[0].at if events else None)
 

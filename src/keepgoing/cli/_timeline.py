@@ -9,6 +9,7 @@ here. :func:`steps_table` and :func:`render` draw it with rich (``keepgoing show
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from keepgoing._payload import dumps
 from keepgoing._views.steps import AttemptView, StepView, build_steps
 from keepgoing.cli._common import add_row
 
-__all__ = ["Timeline", "build", "render", "steps_table"]
+__all__ = ["Timeline", "as_json", "build", "render", "steps_table"]
 
 _STYLE = {
     "completed": "green",
@@ -150,6 +151,41 @@ def _apply(t: Timeline, e: ev.Event) -> None:
         t.saw_version(e.code_version)
         t.status, t.outcome = "blocked", e.reason
         note((e.at, "code", f"blocked: code {e.code_version or '?'} does not replay the history"))
+
+
+def as_json(t: Timeline) -> dict[str, Any]:
+    """The timeline as ``keepgoing show --json`` prints it: each step with its
+    attempts (``outcome`` ``ok`` for the one that completed, ``error`` and ``why`` in
+    words)."""
+    body = dataclasses.asdict(t)
+    body["steps"] = {cmd: _step_json(step) for cmd, step in t.steps.items()}
+    return body
+
+
+def _step_json(step: StepView) -> dict[str, Any]:
+    last = step.attempts[-1] if step.attempts else None
+    ended = step.status in ("completed", "failed", "uncertain")
+    return {
+        "cmd": step.cmd,
+        "name": step.name,
+        "scheduled_at": step.scheduled_at,
+        "retries": step.retries,
+        "status": step.status,
+        "attempts": [
+            {
+                "number": a.attempt,
+                "worker": a.worker,
+                "started_at": a.started_at,
+                "ended_at": a.ended_at,
+                "outcome": _outcome(a),
+                "error": _error_text(a.error),
+                "why": _why(a),
+            }
+            for a in step.attempts
+        ],
+        "error": _error_text(step.error),
+        "retry_at": None if ended or last is None else last.retry_at,
+    }
 
 
 def _offset(t: Timeline, at: float | None) -> str:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict
 
 from keepgoing._history import events as ev
-from keepgoing._history.codec import decode, plain
+from keepgoing._history.codec import decode, encode, plain
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
 from keepgoing._server.routes._common import (
@@ -79,17 +79,25 @@ async def run_model(
     upto: Annotated[
         int | None, Query(ge=0, le=2**62, description="Only the events up to this seq.")
     ] = None,
+    events: Annotated[
+        bool, Query(description="Also `events`: the history as `GET .../history` gives it.")
+    ] = False,
 ) -> dict[str, Any]:
     """The run's history folded into steps, attempts, waits, losses, messages and
     problems: what the run page, replay and the diff draw. An open run's running step
-    is drawn up to the server's now."""
+    is drawn up to the server's now. With `events=true` the history comes along, so
+    a page that shows both reads it once."""
     ctx = context(request)
     run = await find_run(ctx.store, workflow_id, run_id)
-    events = await ctx.store.read_history(run.run_id)
+    history = await ctx.store.read_history(run.run_id)
     if upto is not None:
-        events = [e for e in events if e.seq <= upto]
+        history = [e for e in history if e.seq <= upto]
     now = ctx.clock.now() if run.status in _OPEN and upto is None else None
-    return _fold(events, now)
+    encoded = [encode(e) for e in history]
+    model = _fold(history, now, encoded)
+    if events:
+        model["events"] = encoded
+    return model
 
 
 @router.post(
@@ -125,8 +133,10 @@ def _event(i: int, body: dict[str, Any]) -> ev.Event:
         raise InvalidRequestError(f"event #{i} is not a history event: {exc}") from None
 
 
-def _fold(events: list[ev.Event], now: float | None) -> dict[str, Any]:
+def _fold(
+    events: list[ev.Event], now: float | None, encoded: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     try:
-        return build_model(events, now=now)
+        return build_model(events, now=now, encoded=encoded)
     except (TypeError, KeyError, ValueError, AttributeError, IndexError) as exc:
         raise InvalidRequestError(f"the history cannot be folded: {exc!r}") from None

@@ -5,11 +5,13 @@
 
 import { api, runPath } from "./api.js";
 
-/** The folded model of a stored run (`upto`: only its events up to that seq). */
-export function runModel(workflowId, { runId, upto } = {}) {
+/** The folded model of a stored run (`upto`: only its events up to that seq;
+ * `events`: the history too, as `model.events`, read with it once). */
+export function runModel(workflowId, { runId, upto, events } = {}) {
   const params = new URLSearchParams();
   if (runId) params.set("run_id", runId);
   if (upto != null) params.set("upto", String(upto));
+  if (events) params.set("events", "true");
   const q = params.toString();
   return api(`${runPath(workflowId)}/model${q ? `?${q}` : ""}`);
 }

@@ -44,9 +44,11 @@ function query() {
  * (no such run: the page says so and offers no action on it). */
 async function load() {
   try {
-    const [run, history, model] = await Promise.all([api(`${runPath(workflowId)}${query()}`), api(`${runPath(workflowId)}/history${query()}`), runModel(workflowId, { runId })]);
+    // The history and its fold come in one answer: the server reads the history once.
+    const [run, model] = await Promise.all([api(`${runPath(workflowId)}${query()}`), runModel(workflowId, { runId, events: true })]);
     state.run = run;
-    state.events = history.events;
+    state.events = model.events;
+    delete model.events;
     state.model = model;
     show();
     return true;

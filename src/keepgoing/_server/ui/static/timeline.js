@@ -70,7 +70,7 @@ export class Timeline {
     new ResizeObserver(() => this.draw()).observe(this.view);
   }
 
-  /** Show `model` (from buildModel); keeps the selection and the scroll position. */
+  /** Show `model` (the server's fold: GET .../model or POST /api/v1/histories/fold); keeps the selection and the scroll position. */
   update(model) {
     this.model = model;
     const rows = [];
