@@ -25,6 +25,7 @@ FORBIDDEN_INTERNAL = (
     "keepgoing._store",
     "keepgoing._worker",
     "keepgoing._workflow",
+    "keepgoing._views",
     "keepgoing._client",
     "keepgoing._server",
     "keepgoing._volumes",
@@ -249,6 +250,7 @@ def test_the_checker_reports_what_breaks_the_rule() -> None:
 WORKFLOW_PACKAGE = "keepgoing._workflow"
 ABOVE_WORKFLOW = (
     "keepgoing._worker",
+    "keepgoing._views",
     "keepgoing._client",
     "keepgoing._store",
     "keepgoing._server",
@@ -257,7 +259,7 @@ ABOVE_WORKFLOW = (
     "keepgoing.testing",
 )
 WORKER_PACKAGE = "keepgoing._worker"
-ABOVE_WORKER = ("keepgoing._client", "keepgoing._server", "keepgoing.cli")
+ABOVE_WORKER = ("keepgoing._views", "keepgoing._client", "keepgoing._server", "keepgoing.cli")
 
 
 def _package_files(package: str) -> list[Path]:
@@ -320,6 +322,7 @@ LAYER_RULES = {
         "keepgoing._volumes",
         "keepgoing._workflow",
         "keepgoing._worker",
+        "keepgoing._views",
         "keepgoing._client",
         "keepgoing._server",
         "keepgoing.cli",
@@ -327,6 +330,7 @@ LAYER_RULES = {
     ),
     "keepgoing._volumes": (
         "keepgoing._worker",
+        "keepgoing._views",
         "keepgoing._client",
         "keepgoing._server",
         "keepgoing.cli",
@@ -336,13 +340,25 @@ LAYER_RULES = {
         "keepgoing._volumes",
         "keepgoing._workflow",
         "keepgoing._worker",
+        "keepgoing._views",
+        "keepgoing._client",
+        "keepgoing._server",
+        "keepgoing.cli",
+        "keepgoing.testing",
+    ),
+    # Read-side views of runs over the store protocol (the steps fold, the catalog,
+    # batches, queues, operation status, what a run waits for): below the client and
+    # the server, which are peers over them and never import each other.
+    "keepgoing._views": (
+        "keepgoing._volumes",
+        "keepgoing._worker",
         "keepgoing._client",
         "keepgoing._server",
         "keepgoing.cli",
         "keepgoing.testing",
     ),
     "keepgoing._client": ("keepgoing._server", "keepgoing.cli", "keepgoing.testing"),
-    "keepgoing._server": ("keepgoing.cli", "keepgoing.testing"),
+    "keepgoing._server": ("keepgoing._client", "keepgoing.cli", "keepgoing.testing"),
     # The web UI sits with the server and reads through its API: no worker, no
     # workflow code, no volumes API, no CLI.
     "keepgoing._server.ui": (
@@ -356,6 +372,7 @@ LAYER_RULES = {
     # client (``keepgoing.gateway``) must never pull the server or the worker in.
     "keepgoing._gateway": (
         "keepgoing._worker",
+        "keepgoing._views",
         "keepgoing._client",
         "keepgoing._server",
         "keepgoing.cli",
@@ -378,3 +395,36 @@ def test_the_public_gateway_module_imports_no_server() -> None:
 def test_no_layer_imports_one_above_it(path: Path, above: tuple[str, ...]) -> None:
     where = str(path.relative_to(SRC))
     assert _upward(_imports(path), where, above) == []
+
+
+def test_the_layer_rules_refuse_a_server_that_imports_the_client() -> None:
+    source = (
+        "from keepgoing._views.steps import build_steps\n"
+        "from keepgoing._client.runs import WorkflowRun\n"
+        "def route():\n"
+        "    from ..._client import runs\n"
+    )
+    imports = _imports_in(source, "keepgoing._server.routes.probe", is_package=False)
+    assert _upward(imports, "probe.py", LAYER_RULES["keepgoing._server"]) == [
+        "probe.py:2 imports keepgoing._client.runs (a layer above it)",
+        "probe.py:4 imports keepgoing._client (a layer above it)",
+        "probe.py:4 imports keepgoing._client.runs (a layer above it)",
+    ]
+
+
+def test_the_layer_rules_refuse_a_client_that_imports_the_server() -> None:
+    source = "from keepgoing._server.schemas import anything\n"
+    imports = _imports_in(source, "keepgoing._client.probe", is_package=False)
+    assert _upward(imports, "probe.py", LAYER_RULES["keepgoing._client"]) == [
+        "probe.py:1 imports keepgoing._server.schemas (a layer above it)",
+    ]
+
+
+def test_the_views_sit_below_both_peers() -> None:
+    source = "from keepgoing._client.runs import WorkflowRun\nimport keepgoing._server.app\n"
+    imports = _imports_in(source, "keepgoing._views.probe", is_package=False)
+    assert _upward(imports, "probe.py", LAYER_RULES["keepgoing._views"]) == [
+        "probe.py:1 imports keepgoing._client.runs (a layer above it)",
+        "probe.py:2 imports keepgoing._server.app (a layer above it)",
+    ]
+    assert "keepgoing._views.steps" in {_module_name(p) for p in _package_files("keepgoing._views")}

@@ -7,12 +7,12 @@ and which carry on from the last finished step when their worker is killed.
 
 from keepgoing._client.client import Client
 from keepgoing._client.deploy import WorkflowWorker, deploy_workflow_worker
-from keepgoing._client.operations import Operation
 from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._groups.image import Image
 from keepgoing._groups.secrets import Secret
 from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff
 from keepgoing._version import __version__ as __version__
+from keepgoing._views.operations import Operation
 from keepgoing._volumes.volume import Volume
 from keepgoing._worker.inprocess import run_in_process as _run_in_process
 from keepgoing._worker.logs import register_secret

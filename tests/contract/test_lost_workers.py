@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from keepgoing._client.queues import queue_summary
-from keepgoing._client.runs import served_workflows
 from keepgoing._store.lost_workers import HEARTBEAT_DEADLINE, KEEP_LOST, deadline_of
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import WorkerRecord, WorkerStop
 from keepgoing._store.sql import workers as sweep_sql
+from keepgoing._views.queues import queue_summary
+from keepgoing._views.waiting import served_workflows
 
 from ._builders import NOW, worker
 from .test_trouble import _eventually

@@ -1,6 +1,6 @@
 """Operation status and the review queue on every store: an uncertain attempt is
 never retried, its row is the review queue, a reviewed retry keeps the operation id,
-and the status rules (``keepgoing._client.operations``) read the same on each."""
+and the status rules (``keepgoing._views.operations``) read the same on each."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import dataclasses
 
 import pytest
 
-from keepgoing._client import operations
-from keepgoing._client.steps import build_steps
 from keepgoing._history.events import (
     ErrorInfo,
     MessageDelivered,
@@ -23,6 +21,8 @@ from keepgoing._history.events import (
 )
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import MessageRequest, ReviewRequest
+from keepgoing._views import operations
+from keepgoing._views.steps import build_steps
 from keepgoing.errors import (
     InvalidRequestError,
     OperationNotFoundError,

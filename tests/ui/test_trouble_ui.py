@@ -150,9 +150,18 @@ def test_the_timeline_and_the_store_agree_on_what_a_rate_limit_is(
         ("TimeoutError", "no answer"),
     ]
     page = sign_in(context, stack, stack.admin, "/")
+    # The page asks the server to fold a history with one failed attempt per case: the
+    # timeline draws each attempt's kind as the server's fold names it.
     found = page.evaluate(
         """async (cases) => { const m = await import('/ui/static/model.js');
-            return cases.map(([type, message]) => m.retryKind('error', {type, message})); }""",
+            const start = {type: 'WorkflowStarted', seq: 1, at: 1, workflow_name: 'w',
+                workflow_id: 'w', run_id: 'r', input: {}, code_version: 'v'};
+            const step = {type: 'TaskScheduled', seq: 2, at: 1, cmd: 1, name: 'call'};
+            const failed = cases.map(([type, message], i) => ({type: 'TaskAttemptFailed',
+                seq: 3 + i, at: 2 + i, cmd: 1, name: 'call', attempt: i + 1,
+                error: {type, message}, reason: 'error', retry_at: 3 + i}));
+            const model = await m.foldEvents([start, step, ...failed]);
+            return model.steps[0].attempts.map((a) => a.kind); }""",
         cases,
     )
     from keepgoing._history.events import ErrorInfo  # noqa: PLC0415

@@ -1,12 +1,12 @@
-"""The steps view's rules (``_client/steps.py``) on hand-made histories."""
+"""The steps view's rules (``_views/steps.py``) on hand-made histories."""
 
 from __future__ import annotations
 
-from keepgoing._client.steps import build_steps, page
 from keepgoing._history import events as ev
 from keepgoing._store.gateway_protocol import UsageRow
 from keepgoing._store.inspect_protocol import TaskState
 from keepgoing._store.records import AuditEntry
+from keepgoing._views.steps import build_steps, page
 
 LOST = ev.ErrorInfo(type="keepgoing.WorkerLost", message="worker w1 stopped")
 

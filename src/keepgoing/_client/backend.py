@@ -16,8 +16,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from keepgoing._client.catalog import StartWarning
-    from keepgoing._client.operations import Operation
     from keepgoing._client.requests import (
         AuditQuery,
         EventSend,
@@ -33,6 +31,8 @@ if TYPE_CHECKING:
     from keepgoing._store.inspect_protocol import RunFilter
     from keepgoing._store.protocol import Store
     from keepgoing._store.records import AuditEntry, WorkerRecord
+    from keepgoing._views.catalog import StartWarning
+    from keepgoing._views.operations import Operation
 
 __all__ = ["Backend"]
 

@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from keepgoing._client.backend import Backend
-from keepgoing._client.catalog import warn_unknown
 from keepgoing._client.groups import GroupClient
-from keepgoing._client.operations import Operation
 from keepgoing._client.requests import (
     AuditQuery,
     EventSend,
@@ -36,6 +34,8 @@ from keepgoing._store.inspect_protocol import RUN_STATUSES, RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry, WorkerRecord
 from keepgoing._store.trouble import MARKERS
+from keepgoing._views.catalog import warn_unknown
+from keepgoing._views.operations import Operation
 from keepgoing._workflow.workflow import WorkflowDefinition
 from keepgoing.errors import ConfigurationError, InvalidRequestError
 

@@ -24,16 +24,6 @@ import httpx
 
 from keepgoing import errors
 from keepgoing._backoff import backoff
-from keepgoing._client import operations
-from keepgoing._client.batch import (
-    batch_lists,
-    check_id,
-    check_request_id,
-    naming,
-    refuse_repeats,
-)
-from keepgoing._client.catalog import StartWarning
-from keepgoing._client.operations import Operation
 from keepgoing._client.requests import (
     AuditQuery,
     EventSend,
@@ -53,6 +43,16 @@ from keepgoing._store.inspect_protocol import RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry, WorkerRecord
 from keepgoing._store.trouble import Trouble
+from keepgoing._views import operations
+from keepgoing._views.batch import (
+    batch_lists,
+    check_id,
+    check_request_id,
+    naming,
+    refuse_repeats,
+)
+from keepgoing._views.catalog import StartWarning
+from keepgoing._views.operations import Operation
 from keepgoing._workflow.workflow import WorkflowDefinition
 
 __all__ = ["HttpBackend"]
@@ -202,7 +202,7 @@ class HttpBackend:
     def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
         """Checks the batch here as the store backend does, then starts it in one
         request with a ``request_id`` per run (so a retry starts nothing twice)."""
-        inputs, ids, given = batch_lists(request)
+        inputs, ids, given = batch_lists(request.inputs, request.workflow_ids, request.request_ids)
         if not inputs:
             return [], None
         workflow = request.workflow

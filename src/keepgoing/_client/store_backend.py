@@ -15,14 +15,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from keepgoing._client import operations
-from keepgoing._client.batch import batch_lists, naming, refuse_repeats
-from keepgoing._client.batch import check_id as _check_id
-from keepgoing._client.batch import check_request_id as _check_request_id
-from keepgoing._client.catalog import DEFAULT_QUEUE, StartWarning, check_start
-from keepgoing._client.operations import Operation
 from keepgoing._client.orchestrator import TriggerWatch
-from keepgoing._client.queues import queue_summary, serving
 from keepgoing._client.requests import (
     AuditQuery,
     EventSend,
@@ -33,7 +26,7 @@ from keepgoing._client.requests import (
     Start,
     StartMany,
 )
-from keepgoing._client.runs import RunsPage, Served, WorkflowRun, WorkflowRunHandle
+from keepgoing._client.runs import RunsPage, WorkflowRun, WorkflowRunHandle
 from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
 from keepgoing._open_store import store_from_url
@@ -54,6 +47,14 @@ from keepgoing._store.records import (
     WorkerStop,
 )
 from keepgoing._store.worker_stops import KILLED_BY_REQUEST
+from keepgoing._views import operations
+from keepgoing._views.batch import batch_lists, naming, refuse_repeats
+from keepgoing._views.batch import check_id as _check_id
+from keepgoing._views.batch import check_request_id as _check_request_id
+from keepgoing._views.catalog import DEFAULT_QUEUE, StartWarning, check_start
+from keepgoing._views.operations import Operation
+from keepgoing._views.queues import queue_summary, serving
+from keepgoing._views.waiting import Served
 from keepgoing._worker import process
 from keepgoing._worker.inprocess import drive
 from keepgoing._worker.settings import WorkerSettings
@@ -165,7 +166,9 @@ class StoreBackend:
     async def _start_many(
         self, request: StartMany
     ) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
-        inputs, ids, request_ids = batch_lists(request)
+        inputs, ids, request_ids = batch_lists(
+            request.inputs, request.workflow_ids, request.request_ids
+        )
         if not inputs:
             return [], None
         queue = _check_id(request.task_queue or DEFAULT_QUEUE, "task_queue")

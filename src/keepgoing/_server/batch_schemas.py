@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keepgoing._client.batch import MAX_BATCH
 from keepgoing._server.schemas import ID_PATTERN, StartResult
+from keepgoing._views.batch import MAX_BATCH
 
 __all__ = ["StartManyBody", "StartManyResult"]
 

@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from keepgoing._client.runs import Served, waiting_for
 from keepgoing._store.auth_protocol import PERMISSIONS, TokenRecord
 from keepgoing._store.records import AuditEntry, RunRecord, WorkerRecord
 from keepgoing._store.trouble import markers, run_state
 from keepgoing._store.volume_records import FileInfo, VersionInfo
+from keepgoing._views.waiting import Served, waiting_for
 from keepgoing._volumes.paths import NAME_PATTERN
 
 __all__ = [

@@ -109,8 +109,8 @@ def is_rate_limited(error: ev.ErrorInfo | None) -> bool:
     """Whether a failed attempt's error says it was refused for a rate limit: its type
     or message names a 429, a rate limit or "too many requests".
 
-    The timeline (``_server/ui/static/model.js``, ``retryKind``) applies the same rule;
-    ``tests/ui`` checks that the two agree.
+    The timeline's attempt kinds (``_views/run_model.py``, ``retry_kind``, which the
+    server folds for the UI) use it; ``tests/ui`` checks that the page draws it so.
     """
     if error is None:
         return False

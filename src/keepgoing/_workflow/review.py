@@ -16,7 +16,7 @@ workflow then waits, durably and without holding a worker, for the message
 ``cmd`` names the round the decision is for (the step that was uncertain), so
 a decision sent twice cannot settle a later round. A message that is not a
 decision for the current round is passed over and the wait goes on. The rules
-here are shared with the operation status (``keepgoing._client.operations``).
+here are shared with the operation status (``keepgoing._views.operations``).
 
 Decisions reach the run only through the review path (``review_operation``:
 one conditional store write that accepts a decision once, while the round is

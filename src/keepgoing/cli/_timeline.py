@@ -1,11 +1,15 @@
 """A run's history as a timeline: steps with their attempts, timers, messages.
 
-:func:`build` folds the events into :class:`Timeline`; :func:`steps_table` and
-:func:`render` draw it with rich (``keepgoing show``, ``keepgoing run --wait``).
+:func:`build` folds the events into :class:`Timeline`: its steps are the shared
+steps view (:func:`keepgoing._views.steps.build_steps`, the fold the HTTP API and the
+web UI show), and the run's header and its timers, messages and events are read
+here. :func:`steps_table` and :func:`render` draw it with rich (``keepgoing show``,
+``keepgoing run --wait``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,10 +19,10 @@ from rich.text import Text
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps
-from keepgoing._store.worker_stops import counts_as_loss, describe
+from keepgoing._views.steps import AttemptView, StepView, build_steps
 from keepgoing.cli._common import add_row
 
-__all__ = ["Attempt", "Step", "Timeline", "build", "render", "steps_table"]
+__all__ = ["Timeline", "as_json", "build", "render", "steps_table"]
 
 _STYLE = {
     "completed": "green",
@@ -35,41 +39,13 @@ _STYLE = {
 
 
 @dataclass
-class Attempt:
-    number: int
-    worker: str
-    started_at: float | None
-    ended_at: float
-    outcome: str  # "ok" | "error" | "timeout" | "worker_lost" | "released"
-    error: str = ""
-    #: Why its worker stopped, in words, for a lost or released attempt.
-    why: str = ""
-
-    @property
-    def duration(self) -> float | None:
-        return None if self.started_at is None else max(0.0, self.ended_at - self.started_at)
-
-
-@dataclass
-class Step:
-    cmd: int
-    name: str
-    scheduled_at: float
-    retries: int
-    status: str = "scheduled"
-    attempts: list[Attempt] = field(default_factory=list)
-    error: str = ""
-    retry_at: float | None = None
-
-
-@dataclass
 class Timeline:
     workflow: str = ""
     workflow_id: str = ""
     run_id: str = ""
     started_at: float = 0.0
     status: str = "running"
-    steps: dict[int, Step] = field(default_factory=dict)
+    steps: dict[int, StepView] = field(default_factory=dict)
     notes: list[tuple[float, str, str]] = field(default_factory=list)  # (at, kind, text)
     ended_at: float | None = None
     outcome: str = ""
@@ -94,10 +70,34 @@ def build(history: list[ev.Event]) -> Timeline:
     t = Timeline()
     for e in history:
         _apply(t, e)
+    t.steps = {step.cmd: step for step in build_steps(t.run_id, history)}
     return t
 
 
-def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per event type)
+def _error_text(error: dict[str, Any] | None) -> str:
+    return f"{error.get('type')}: {error.get('message')}" if error else ""
+
+
+def _why(a: AttemptView) -> str:
+    """Why a lost or released attempt's worker stopped, in words, and whether the loss
+    counted against ``max_worker_losses`` where that is not what its reason says."""
+    why = a.cause_text or ""
+    if why and a.outcome == "worker_lost" and a.counted is False:
+        why += " (not counted against max_worker_losses)"
+    elif why and a.outcome == "released" and a.counted:
+        why += " (counted against max_worker_losses)"
+    return why
+
+
+def _said(a: AttemptView) -> str:
+    return _why(a) or _error_text(a.error)
+
+
+def _outcome(a: AttemptView) -> str:
+    return "ok" if a.outcome == "completed" else a.outcome
+
+
+def _apply(t: Timeline, e: ev.Event) -> None:
     note = t.notes.append
     if isinstance(e, ev.WorkflowStarted):
         t.workflow, t.workflow_id, t.run_id, t.started_at = (
@@ -113,31 +113,6 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
         if t.status == "blocked":  # a retry replayed: the run goes on
             t.status, t.outcome = "running", ""
             note((e.at, "code", f"replayed by code {e.code_version or '?'}; running again"))
-    elif isinstance(e, ev.TaskScheduled):
-        t.steps[e.cmd] = Step(e.cmd, e.name, e.at, e.retries)
-    elif isinstance(e, ev.TaskAttemptFailed):
-        step = t.steps.get(e.cmd) or t.steps.setdefault(e.cmd, Step(e.cmd, e.name, e.at, 0))
-        why = describe(e.reason, e.cause, e.actor, e.via) or ""
-        if why and e.reason == "worker_lost" and not counts_as_loss(e.reason, e.cause):
-            why += " (not counted against max_worker_losses)"
-        elif why and e.reason == "released" and counts_as_loss(e.reason, e.cause):
-            why += " (counted against max_worker_losses)"
-        step.attempts.append(
-            Attempt(e.attempt, e.worker, e.started_at, e.at, e.reason, _error(e.error), why)
-        )
-        step.status, step.retry_at = "retrying", e.retry_at
-    elif isinstance(e, ev.TaskCompleted):
-        step = t.steps.setdefault(e.cmd, Step(e.cmd, "?", e.at, 0))
-        step.attempts.append(Attempt(e.attempt, e.worker, e.started_at, e.at, "ok"))
-        step.status, step.retry_at = "completed", None
-    elif isinstance(e, ev.TaskFailed):
-        step = t.steps.setdefault(e.cmd, Step(e.cmd, e.name, e.at, 0))
-        # An uncertain outcome is not a failure: the step waits for a reviewer's decision.
-        status = "uncertain" if e.reason == "uncertain" else "failed"
-        step.status, step.error, step.retry_at = status, _error(e.error), None
-    elif isinstance(e, ev.TaskCancelRequested):
-        if e.cmd in t.steps:
-            t.steps[e.cmd].status = "cancelled"
     elif isinstance(e, ev.TimerStarted):
         note((e.at, "timer", f"timer {e.cmd} set for +{e.fire_at - t.started_at:.1f}s"))
     elif isinstance(e, ev.TimerFired):
@@ -178,6 +153,41 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
         note((e.at, "code", f"blocked: code {e.code_version or '?'} does not replay the history"))
 
 
+def as_json(t: Timeline) -> dict[str, Any]:
+    """The timeline as ``keepgoing show --json`` prints it: each step with its
+    attempts (``outcome`` ``ok`` for the one that completed, ``error`` and ``why`` in
+    words)."""
+    body = dataclasses.asdict(t)
+    body["steps"] = {cmd: _step_json(step) for cmd, step in t.steps.items()}
+    return body
+
+
+def _step_json(step: StepView) -> dict[str, Any]:
+    last = step.attempts[-1] if step.attempts else None
+    ended = step.status in ("completed", "failed", "uncertain")
+    return {
+        "cmd": step.cmd,
+        "name": step.name,
+        "scheduled_at": step.scheduled_at,
+        "retries": step.retries,
+        "status": step.status,
+        "attempts": [
+            {
+                "number": a.attempt,
+                "worker": a.worker,
+                "started_at": a.started_at,
+                "ended_at": a.ended_at,
+                "outcome": _outcome(a),
+                "error": _error_text(a.error),
+                "why": _why(a),
+            }
+            for a in step.attempts
+        ],
+        "error": _error_text(step.error),
+        "retry_at": None if ended or last is None else last.retry_at,
+    }
+
+
 def _offset(t: Timeline, at: float | None) -> str:
     return "" if at is None else f"+{max(0.0, at - t.started_at):.2f}s"
 
@@ -195,8 +205,8 @@ def steps_table(t: Timeline, *, title: str | None = None) -> Table:
         last = step.attempts[-1] if step.attempts else None
         retried = max(0, len(step.attempts) - 1)
         attempts = f"{len(step.attempts)}" + (f" ({retried} retried)" if retried else "")
-        error = step.error or next(
-            (a.why or a.error for a in reversed(step.attempts) if a.why or a.error), ""
+        error = _error_text(step.error) or next(
+            (said for a in reversed(step.attempts) if (said := _said(a))), ""
         )
         add_row(
             table,
@@ -220,16 +230,16 @@ def _attempts_table(t: Timeline) -> Table | None:
     for column in ("step", "attempt", "outcome", "worker", "duration", "ended", "why"):
         table.add_column(column, overflow="fold")
     for step, a in rows:
-        style = "green" if a.outcome == "ok" else "yellow"
+        style = "green" if a.outcome == "completed" else "yellow"
         add_row(
             table,
             f"{step.cmd} {step.name}",
-            str(a.number),
-            Text(a.outcome, style=style),
+            str(a.attempt),
+            Text(_outcome(a), style=style),
             a.worker,
             _seconds(a.duration),
             _offset(t, a.ended_at),
-            a.why or a.error,
+            _said(a),
         )
     return table
 

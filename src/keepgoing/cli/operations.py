@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from keepgoing._client.operations import DECISIONS, Operation
+from keepgoing._views.operations import DECISIONS, Operation
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (
     JsonOption,

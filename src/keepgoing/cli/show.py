@@ -57,7 +57,12 @@ def show(
     patches = sorted({e.change_id for e in history if isinstance(e, ev.PatchMarked)})
     if as_json:
         extra = {"logs": attempt_logs} if logs else {}
-        body = {"run": run_json(run), "timeline": timeline, "patches": patches, **extra}
+        body = {
+            "run": run_json(run),
+            "timeline": _timeline.as_json(timeline),
+            "patches": patches,
+            **extra,
+        }
         emit_json(body)
         return
     console.print(_timeline.render(timeline))

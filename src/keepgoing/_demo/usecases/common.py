@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from keepgoing._client.client import Client
-from keepgoing._client.steps import StepView, build_steps
 from keepgoing._demo.usecases.base import DemoStack
+from keepgoing._views.steps import StepView, build_steps
 
 __all__ = [
     "FLOWS",

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from keepgoing._client.operations import Operation
 from keepgoing._demo.services.crm import CrmService
 from keepgoing._demo.usecases.base import DemoStack, Evidence, UseCase
 from keepgoing._demo.usecases.common import (
@@ -31,6 +30,7 @@ from keepgoing._demo.usecases.common import (
     steps_of,
     wait_for,
 )
+from keepgoing._views.operations import Operation
 
 __all__ = ["CRM"]
 

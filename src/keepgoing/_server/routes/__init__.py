@@ -12,6 +12,7 @@ from keepgoing._server.routes import (
     messages,
     migrate,
     operations,
+    run_model,
     runs,
     stream,
     system,
@@ -24,6 +25,7 @@ __all__ = ["ROUTERS"]
 ROUTERS = (
     system.router,
     inspect.router,
+    run_model.router,
     stream.router,
     migrate.router,
     batch.router,

@@ -6,8 +6,6 @@ import uuid
 
 from fastapi import APIRouter, Request, Response
 
-from keepgoing._client.batch import naming, refuse_repeats
-from keepgoing._client.catalog import check_start
 from keepgoing._server.auth import Principal, Triggers
 from keepgoing._server.batch_schemas import StartManyBody, StartManyResult
 from keepgoing._server.context import ServerContext, context
@@ -16,6 +14,8 @@ from keepgoing._server.routes._common import PREFIX, STRICT, check_depth, docume
 from keepgoing._server.routes.runs import DEFAULT_QUEUE
 from keepgoing._server.schemas import StartResult
 from keepgoing._store.records import AuditEntry, RunRecord, StartRequest
+from keepgoing._views.batch import naming, refuse_repeats
+from keepgoing._views.catalog import check_start
 from keepgoing._workflow.inputs import start_input
 from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
 

@@ -1,6 +1,6 @@
 """Inspecting runs: counts by status, a run's steps and its attempts' logs.
 
-The steps are derived by ``keepgoing._client.steps`` (shared with the CLI).
+The steps are derived by ``keepgoing._views.steps`` (shared with the CLI).
 
 The counts sit at ``/run-counts``, outside ``/runs/``: every path under it is a
 run's, so a workflow whose id is ``counts`` is still readable.
@@ -12,7 +12,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from keepgoing._client import steps as run_steps
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
 from keepgoing._server.inspect_schemas import AttemptLogList, AttemptLogView, RunCounts, StepsView
@@ -26,6 +25,7 @@ from keepgoing._server.routes._common import (
 )
 from keepgoing._server.routes.run_filters import run_filter
 from keepgoing._store.inspect_protocol import RunFilter
+from keepgoing._views import steps as run_steps
 
 __all__ = ["router"]
 

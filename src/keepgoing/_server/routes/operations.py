@@ -1,6 +1,6 @@
 """Operation status for callers, and the review queue of uncertain outcomes.
 
-The rules are ``keepgoing._client.operations`` (shared with the client's store
+The rules are ``keepgoing._views.operations`` (shared with the client's store
 backend and the CLI). Reading needs ``runs.read``; a review is a message to
 the run, so it needs ``messages.send``, carries the token's identity as its
 sender and is audited (``message.send`` and ``operation.review``).
@@ -12,11 +12,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request
 
-from keepgoing._client import operations
 from keepgoing._server.auth import ReadsRuns, SendsMessages
 from keepgoing._server.context import context
 from keepgoing._server.operation_schemas import OperationList, OperationView, ReviewBody
 from keepgoing._server.routes._common import PREFIX, STRICT, check_depth, documented
+from keepgoing._views import operations
 
 __all__ = ["router"]
 

@@ -7,9 +7,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from keepgoing._client.catalog import check_start
-from keepgoing._client.queues import serving
-from keepgoing._client.runs import Served
 from keepgoing._history.codec import encode
 from keepgoing._server.auth import CancelsRuns, Principal, ReadsRuns, Triggers
 from keepgoing._server.context import ServerContext, context
@@ -40,6 +37,9 @@ from keepgoing._server.schemas import (
 from keepgoing._store.doorbell import WaitKey
 from keepgoing._store.inspect_protocol import RunCursor, RunFilter
 from keepgoing._store.records import TERMINAL, AuditEntry, CancelRequest, RunRecord, StartRequest
+from keepgoing._views.catalog import check_start
+from keepgoing._views.queues import serving
+from keepgoing._views.waiting import Served
 from keepgoing._workflow.inputs import start_input
 from keepgoing.errors import WorkflowAlreadyRunningError
 

@@ -29,7 +29,6 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from keepgoing._client.queues import serving
 from keepgoing._history.codec import encode
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import ServerContext, context
@@ -46,6 +45,7 @@ from keepgoing._server.schemas import RunView
 from keepgoing._sse import KEEPALIVE, frame, opening
 from keepgoing._store.doorbell import WaitKey
 from keepgoing._store.records import TERMINAL, RunRecord
+from keepgoing._views.queues import serving
 
 __all__ = ["HEARTBEAT", "router"]
 

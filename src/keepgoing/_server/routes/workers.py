@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from keepgoing._client.queues import queue_summary
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
 from keepgoing._server.routes._common import PREFIX, STRICT, documented
 from keepgoing._server.schemas import QueueList, QueueView, WorkerList, WorkerView
+from keepgoing._views.queues import queue_summary
 
 __all__ = ["router"]
 

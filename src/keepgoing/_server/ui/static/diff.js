@@ -4,7 +4,7 @@
 // with the runs of the same workflow to choose from.
 
 import { api, clear, el, fmtDur, json, page, runBadge, runHref, runPath, timeEl } from "./api.js";
-import { buildModel, stepDuration } from "./model.js";
+import { runModel } from "./model.js";
 
 const form = document.getElementById("diff-form");
 const out = document.getElementById("diff-out");
@@ -13,8 +13,8 @@ const options = document.getElementById("run-options");
 const inputs = [document.getElementById("diff-a"), document.getElementById("diff-b")];
 
 async function fetchRun(id) {
-  const [run, history] = await Promise.all([api(runPath(id)), api(`${runPath(id)}/history`)]);
-  return { run, model: buildModel(history.events) };
+  const [run, model] = await Promise.all([api(runPath(id)), runModel(id)]);
+  return { run, model };
 }
 
 function same(a, b) {
@@ -59,7 +59,7 @@ function compare(a, b) {
             "td",
             {},
             field("step", s.name, changed.name),
-            field("attempts", `${attempts(s)} · ${fmtDur(stepDuration(s))}`, changed.attempts),
+            field("attempts", `${attempts(s)} · ${fmtDur(s.duration)}`, changed.attempts),
             field("inputs", inputsOf(s), changed.inputs, true),
             field("output", output(s), changed.output, true),
           )
@@ -71,7 +71,7 @@ function compare(a, b) {
         el("th", { scope: "row" }, String(i + 1)),
         side(x),
         side(y),
-        el("td", {}, x && y && stepDuration(x) != null && stepDuration(y) != null ? signed(stepDuration(y) - stepDuration(x)) : "—"),
+        el("td", {}, x && y && x.duration != null && y.duration != null ? signed(y.duration - x.duration) : "—"),
       ),
     );
   }

@@ -4,7 +4,6 @@
 
 import { api, el, clear, enc, fmtDur, json, offers, reviewAnchor, timeEl, volumeHref } from "./api.js";
 import { usageText } from "./cost.js";
-import { reviewText } from "./model.js";
 
 const STATUS_TEXT = { sent_back: "sent back", approved: "approved" };
 
@@ -111,7 +110,7 @@ function reviewBox(step) {
   return el(
     "div",
     { class: `banner decided d-${step.review.decision}`, id: "insp-review", role: "note" },
-    el("p", { class: "decision" }, el("b", {}, reviewText(step.review)), " ", timeEl(step.review.at)),
+    el("p", { class: "decision" }, el("b", {}, step.review.text), " ", timeEl(step.review.at)),
     step.review.decision === "approve" ? el("p", { class: "muted" }, "The run used the result the reviewer gave (below) as the step's output.") : null,
   );
 }

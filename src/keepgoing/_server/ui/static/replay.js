@@ -1,16 +1,18 @@
 // Replay a recorded run: a finished run of this server, or a history file (upload
 // or URL). The playhead is an index into the events; the timeline, the inspector
-// and the memory view show the run as it stood right after that event.
+// and the memory view show the run as it stood right after that event, as the
+// server folds it (a stored run's history up to that event, or the file's first
+// events, which the server folds and does not store).
 
 import { api, clear, el, fmtClock, page, report, runPath, volumeHref } from "./api.js";
 import { renderInspector } from "./inspector.js";
-import { buildModel, problems } from "./model.js";
+import { foldEvents, runModel } from "./model.js";
 import { Timeline } from "./timeline.js";
 
 const status = document.getElementById("replay-status");
 const head = document.getElementById("playhead");
 const play = document.getElementById("play");
-const state = { events: [], at: 0, timer: null, selected: null, fromServer: false, model: null, problems: [], problem: -1 };
+const state = { events: [], at: 0, timer: null, selected: null, fromServer: false, source: null, model: null, models: new Map(), problems: [], problem: -1, drawing: 0 };
 const jump = document.getElementById("to-retry");
 const jumpNote = document.getElementById("jump-note");
 const timeline = new Timeline(document.getElementById("timeline"), { onSelect: select });
@@ -20,7 +22,20 @@ function select(step) {
   renderInspector(document.getElementById("inspector"), step, state.model, { live: false });
 }
 
-function load(events, label, fromServer) {
+// The model after the first `n` events: a stored run's from its history, a file's
+// folded from its events; each asked for once.
+function modelAt(n) {
+  if (!state.models.has(n)) {
+    const shown = state.events.slice(0, n);
+    const source = state.source;
+    const asked = source ? runModel(source.workflowId, { runId: source.runId, upto: shown.length ? shown[shown.length - 1].seq : 0 }) : foldEvents(shown);
+    state.models.set(n, asked);
+    asked.catch(() => state.models.delete(n));
+  }
+  return state.models.get(n);
+}
+
+async function load(events, label, fromServer, source = null) {
   if (!Array.isArray(events) || !events.length || !events.every((e) => e && typeof e.type === "string" && typeof e.seq === "number")) {
     status.textContent = `${label}: not a keepgoing history (expected {"events": [...]} with a type and seq on each event).`;
     status.className = "error";
@@ -29,9 +44,17 @@ function load(events, label, fromServer) {
   pause();
   state.events = events;
   state.fromServer = fromServer;
+  state.source = source;
+  state.models = new Map();
   state.selected = null;
   // The recording's problems, worker losses first: what the jump button goes through.
-  state.problems = problems(buildModel(events));
+  try {
+    state.problems = (await modelAt(events.length)).problems;
+  } catch (error) {
+    status.textContent = `${label}: ${error.message}`;
+    status.className = "error";
+    return;
+  }
   state.problem = -1;
   labelJump();
   head.max = String(events.length);
@@ -40,14 +63,24 @@ function load(events, label, fromServer) {
   status.textContent = `${label}: ${events.length} events. Press Play, drag the playhead, or use ← → on it.`;
   document.getElementById("scrubber").hidden = false;
   document.getElementById("replay-view").hidden = false;
-  seek(1);
+  await seek(1);
 }
 
-function seek(n) {
+async function seek(n) {
   state.at = Math.max(0, Math.min(state.events.length, n));
   head.value = String(state.at);
+  const drawing = ++state.drawing;
+  let model;
+  try {
+    model = await modelAt(state.at);
+  } catch (error) {
+    status.textContent = error.message;
+    status.className = "error";
+    return;
+  }
+  if (drawing !== state.drawing) return; // the playhead moved on meanwhile
   const shown = state.events.slice(0, state.at);
-  state.model = buildModel(shown);
+  state.model = model;
   // The axis spans the whole recording, so the bars grow in place as the playhead moves.
   if (state.events.length) {
     state.model.first = state.events[0].at;
@@ -156,14 +189,14 @@ function labelJump() {
 // Each press goes to the next problem, worker losses first, then the steps waiting for
 // a review, then the other retries in order: just after it was resolved (the retry
 // completed) or the failure, with the step open in the inspector.
-jump.addEventListener("click", () => {
+jump.addEventListener("click", async () => {
   pause();
   if (!state.problems.length) return;
   state.problem = (state.problem + 1) % state.problems.length;
   const stop = state.problems[state.problem];
   const index = state.events.findIndex((e) => e.seq === stop.seq);
   state.selected = stop.cmd;
-  seek(index >= 0 ? index + 1 : state.events.length);
+  await seek(index >= 0 ? index + 1 : state.events.length);
   timeline.selectCmd(stop.cmd, { center: true });
   labelJump();
 });
@@ -174,7 +207,7 @@ document.getElementById("src-run").addEventListener("submit", async (event) => {
   try {
     const [run, history] = await Promise.all([api(runPath(id)), api(`${runPath(id)}/history`)]);
     if (run.status === "running") status.textContent = "";
-    load(history.events, `${run.workflow_name} ${run.workflow_id} (${run.status})`, true);
+    await load(history.events, `${run.workflow_name} ${run.workflow_id} (${run.status})`, true, { workflowId: run.workflow_id, runId: run.run_id });
   } catch (error) {
     report(error, "Load the run");
     status.textContent = error.message;

@@ -7,7 +7,7 @@ import { api, ApiError, clear, el, fmtDur, json, markerChips, offers, page, repo
 import { HistoryView } from "./history.js";
 import { renderInspector } from "./inspector.js";
 import { stepUsage } from "./cost.js";
-import { buildModel, problems } from "./model.js";
+import { runModel } from "./model.js";
 import { tabs } from "./tabs.js";
 import { Timeline } from "./timeline.js";
 
@@ -44,9 +44,12 @@ function query() {
  * (no such run: the page says so and offers no action on it). */
 async function load() {
   try {
-    const [run, history] = await Promise.all([api(`${runPath(workflowId)}${query()}`), api(`${runPath(workflowId)}/history${query()}`)]);
+    // The history and its fold come in one answer: the server reads the history once.
+    const [run, model] = await Promise.all([api(`${runPath(workflowId)}${query()}`), runModel(workflowId, { runId, events: true })]);
     state.run = run;
-    state.events = history.events;
+    state.events = model.events;
+    delete model.events;
+    state.model = model;
     show();
     return true;
   } catch (error) {
@@ -75,7 +78,6 @@ function patchesPassed(events) {
 
 function show() {
   const run = state.run;
-  state.model = buildModel(state.events, { now: OPEN.has(run.status) ? Date.now() / 1000 : null });
   document.title = `${run.workflow_id} · keepgoing`;
   document.getElementById("run-title").replaceChildren(run.workflow_name, " ", el("small", { class: "muted" }, run.workflow_id), " ", runBadge(run), ...markerChips(run.markers, { skip: [run.state, run.status] }));
   clear(
@@ -149,7 +151,7 @@ function reviewBanner(run, model) {
 const PROBLEM_GLYPH = { worker_lost: "✕", uncertain: "?", rate_limited: "429", error: "!", timeout: "◷" };
 
 function showProblems() {
-  const found = problems(state.model);
+  const found = state.model.problems;
   state.problems = found;
   state.problem = Math.min(state.problem, found.length - 1);
   const strip = document.getElementById("problems");
@@ -270,9 +272,10 @@ function stream() {
   let pending = null;
   const apply = () => {
     pending = null;
-    api(`${runPath(workflowId)}${query()}`)
-      .then((run) => {
+    Promise.all([api(`${runPath(workflowId)}${query()}`), runModel(workflowId, { runId })])
+      .then(([run, model]) => {
         state.run = run;
+        state.model = model; // folded by the server, with the events just streamed
         show();
       })
       .catch(() => {});

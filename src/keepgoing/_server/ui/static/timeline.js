@@ -70,7 +70,7 @@ export class Timeline {
     new ResizeObserver(() => this.draw()).observe(this.view);
   }
 
-  /** Show `model` (from buildModel); keeps the selection and the scroll position. */
+  /** Show `model` (the server's fold: GET .../model or POST /api/v1/histories/fold); keeps the selection and the scroll position. */
   update(model) {
     this.model = model;
     const rows = [];
@@ -94,7 +94,7 @@ export class Timeline {
     const lost = `${losses} worker loss${losses > 1 ? "es" : ""}`;
     clear(
       this.summary,
-      `${this.model.steps.length} steps · ${this.model.waits.length} waits · ${this.model.events.length} events`,
+      `${this.model.steps.length} steps · ${this.model.waits.length} waits · ${this.model.eventCount} events`,
       losses ? " · " : null,
       losses && this.onLosses ? el("button", { type: "button", class: "link-button", id: "tl-losses", onclick: () => this.onLosses() }, lost) : losses ? lost : null,
       this.scale.collapsed ? ` · ${this.scale.collapsed} idle gap${this.scale.collapsed > 1 ? "s" : ""} collapsed` : null,

@@ -8,7 +8,6 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from keepgoing._client.requests import StartMany
 from keepgoing.errors import InvalidRequestError
 
 __all__ = [
@@ -28,14 +27,12 @@ _REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def batch_lists(
-    request: StartMany,
+    given_inputs: object, workflow_ids: object, given_request_ids: object
 ) -> tuple[list[Any], list[str] | None, list[str] | None]:
     """The batch's inputs and its optional per-run ids, checked for shape and length."""
-    inputs = _as_list(request.inputs, "inputs")
-    ids = None if request.workflow_ids is None else _as_list(request.workflow_ids, "workflow_ids")
-    request_ids = (
-        None if request.request_ids is None else _as_list(request.request_ids, "request_ids")
-    )
+    inputs = _as_list(given_inputs, "inputs")
+    ids = None if workflow_ids is None else _as_list(workflow_ids, "workflow_ids")
+    request_ids = None if given_request_ids is None else _as_list(given_request_ids, "request_ids")
     if len(inputs) > MAX_BATCH:
         raise ValueError(
             f"trigger_many starts at most {MAX_BATCH} runs at once, not {len(inputs)}: "

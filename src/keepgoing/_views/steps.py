@@ -104,6 +104,8 @@ class AttemptView:
     counted: bool | None = None
     retry_at: float | None = None
     usage: StepUsage | None = None
+    #: The seq of the event that ended it (None while it runs); not in the API's view.
+    seq: int | None = None
 
     @property
     def duration(self) -> float | None:
@@ -114,6 +116,7 @@ class AttemptView:
     def as_dict(self) -> dict[str, Any]:
         body = {**dataclasses.asdict(self), "duration": self.duration}
         body["usage"] = self.usage.as_dict() if self.usage is not None else None
+        del body["seq"]
         return body
 
 
@@ -147,9 +150,19 @@ class StepView:
     reused_output: bool = False
     reused_by: str | None = None
     usage: StepUsage | None = None
+    # What the web UI's model draws too (``run_model.py``); not in the API's view.
+    retries: int = 0
+    timeout: float | None = None
+    #: When it completed, failed or was cancelled.
+    ended_at: float | None = None
+    #: The ``TaskFailed`` that ended it: its reason (``uncertain``, ``error``, ...) and seq.
+    fail_reason: str | None = None
+    failed_seq: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         body = dataclasses.asdict(self)
+        for name in ("retries", "timeout", "ended_at", "fail_reason", "failed_seq"):
+            del body[name]
         body["attempts"] = [a.as_dict() for a in self.attempts]
         body["usage"] = self.usage.as_dict() if self.usage is not None else None
         body["inputs"] = {"args": body.pop("args"), "kwargs": body.pop("kwargs")}
@@ -189,6 +202,8 @@ def build_steps(
                 scheduled_seq=e.seq,
                 args=list(e.args),
                 kwargs=dict(e.kwargs),
+                retries=e.retries,
+                timeout=e.timeout,
             )
         elif isinstance(e, ev.ActivationCompleted):
             activations.append((e.seq, e.worker))
@@ -209,18 +224,20 @@ def build_steps(
                         started_at=e.started_at,
                         ended_at=e.at,
                         outcome="completed",
+                        seq=e.seq,
                     )
                 )
-                step.status, step.output = "completed", e.result
+                step.status, step.output, step.ended_at = "completed", e.result, e.at
                 step.completed_by, step.completed_seq = e.worker, e.seq
             else:
                 # An attempt that raised UncertainOutcome: the step waits for a review.
                 status = "uncertain" if e.reason == "uncertain" else "failed"
-                step.status, step.error = status, _error(e.error)
+                step.status, step.error, step.ended_at = status, _error(e.error), e.at
+                step.fail_reason, step.failed_seq = e.reason, e.seq
         elif isinstance(e, ev.TaskCancelRequested):
             step = steps.get(e.cmd)
             if step is not None and step.status not in ("completed", "failed", "uncertain"):
-                step.status = "cancelled"
+                step.status, step.ended_at = "cancelled", e.at
         elif isinstance(e, ev.MemoryCommitted):
             step = steps.get(e.cmd)
             if step is not None:
@@ -280,6 +297,7 @@ def _failed_attempt(e: ev.TaskAttemptFailed) -> AttemptView:
         cause=e.cause or e.reason,
         retry_at=e.retry_at,
         cause_text=worker_stops.describe(e.reason, e.cause, e.actor, e.via),
+        seq=e.seq,
     )
     if e.cause == worker_stops.KILLED_BY_REQUEST:
         view.killed_by = e.actor

@@ -1,14 +1,14 @@
 """Queue depths joined with the workers that serve each queue, and what live workers
-serve (client and API share both)."""
+serve (the client, the HTTP API and the CLI share both)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from keepgoing._client.catalog import known_queues
-from keepgoing._client.runs import Served, served_workflows
 from keepgoing._store.observe_protocol import QueueDepth
 from keepgoing._store.protocol import Store
+from keepgoing._views.catalog import known_queues
+from keepgoing._views.waiting import Served, served_workflows
 
 __all__ = ["queue_summary", "serving"]
 
