@@ -11,6 +11,7 @@ from keepgoing._client.operations import Operation
 from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._groups.image import Image
 from keepgoing._groups.secrets import Secret
+from keepgoing._schedules.operations import ScheduleInfo
 from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff
 from keepgoing._version import __version__ as __version__
 from keepgoing._volumes.volume import Volume
@@ -57,6 +58,7 @@ from keepgoing.errors import (
     GroupNotFoundError,
     InvalidDurationError,
     InvalidRequestError,
+    InvalidScheduleError,
     InvalidStoreURLError,
     KeepgoingError,
     NondeterminismError,
@@ -67,6 +69,8 @@ from keepgoing.errors import (
     PermissionDeniedError,
     QueueNotFoundError,
     RunNotFoundError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
     SchemaVersionError,
     ServerError,
     StoreError,
@@ -111,6 +115,7 @@ __all__ = [
     "Image",
     "InvalidDurationError",
     "InvalidRequestError",
+    "InvalidScheduleError",
     "InvalidStoreURLError",
     "KeepgoingError",
     "NondeterminismError",
@@ -122,6 +127,9 @@ __all__ = [
     "PermissionDeniedError",
     "QueueNotFoundError",
     "RunNotFoundError",
+    "ScheduleExistsError",
+    "ScheduleInfo",
+    "ScheduleNotFoundError",
     "SchemaVersionError",
     "Secret",
     "ServerError",
