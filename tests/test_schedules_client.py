@@ -9,6 +9,7 @@ import pytest
 
 from keepgoing import Client, InvalidScheduleError, ScheduleNotFoundError
 from keepgoing._clock import system_clock
+from keepgoing.testing import fake_clock
 
 
 def test_a_schedule_from_the_client_starts_runs_that_know_their_slot(tmp_path: Path) -> None:
@@ -40,3 +41,17 @@ def test_a_schedule_from_the_client_starts_runs_that_know_their_slot(tmp_path: P
         client.delete_schedule("nightly")
         with pytest.raises(ScheduleNotFoundError):
             client.get_schedule("nightly")
+
+
+def test_a_fake_clock_runs_a_week_of_a_daily_schedule_at_once(tmp_path: Path) -> None:
+    with Client(store=f"sqlite:///{tmp_path / 'kg.db'}") as client, fake_clock() as clock:
+        client._backend.run(  # type: ignore[attr-defined]
+            client.store.record_workflows(["report"], ["default"], clock.now())
+        )
+        client.create_schedule(
+            "daily", "report", cron="0 8 * * *", timezone="Europe/Paris", overlap="allow_all"
+        )
+        assert clock.run_schedules(client, "7d") == 7
+        runs = [a.workflow_id for a in client.get_schedule("daily").recent_actions]
+        assert runs[-1] == "daily-2026-01-01T07:00:00Z" and runs[0] == "daily-2026-01-07T07:00:00Z"
+        assert client.get_run(runs[0]).schedule_id == "daily"

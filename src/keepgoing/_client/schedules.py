@@ -14,10 +14,10 @@ import urllib.parse
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from keepgoing._clock import system_clock
 from keepgoing._schedules import operations as ops
 from keepgoing._schedules.operations import Actor, ScheduleInfo, ScheduleRequest
 from keepgoing._store.schedules_protocol import ScheduleAction
+from keepgoing._worker.inprocess import local_clock
 from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.workflow import WorkflowDefinition
 from keepgoing.errors import InvalidScheduleError
@@ -29,6 +29,11 @@ __all__ = ["ScheduleMethods", "request_body"]
 
 API = "/api/v1/schedules"
 Moment = datetime | float
+
+
+def _now() -> float:
+    """Now, on the fake clock of a ``keepgoing.testing.fake_clock()`` block too."""
+    return local_clock().now()
 
 
 def _quote(name: str) -> str:
@@ -135,7 +140,7 @@ class ScheduleMethods:
             return ScheduleInfo.from_body(self._http.call("POST", API, idempotent=False, json=body))
         store = self._backend.store
         info: ScheduleInfo = self._run(
-            ops.create(store, schedule_id, req, actor=self._actor, now=system_clock.now())
+            ops.create(store, schedule_id, req, actor=self._actor, now=_now())
         )
         return info
 
@@ -164,7 +169,7 @@ class ScheduleMethods:
         store = self._backend.store
 
         async def change() -> ScheduleInfo:
-            old = await ops.describe(store, schedule_id, system_clock.now())
+            old = await ops.describe(store, schedule_id, _now())
             record = await store.get_schedule(old.schedule_id)
             assert record is not None
             if "cron" in changes and changes["cron"] is not None:
@@ -173,7 +178,7 @@ class ScheduleMethods:
             if "every" in changes and changes["every"] is not None:
                 changes.setdefault("cron", None)
             req = dataclasses.replace(ops.request_of(record), **changes)
-            now = system_clock.now()
+            now = _now()
             return await ops.update(store, schedule_id, req, actor=self._actor, now=now)
 
         info: ScheduleInfo = self._run(change())
@@ -187,7 +192,7 @@ class ScheduleMethods:
             return ScheduleInfo.from_body(body)
         store = self._backend.store
         info: ScheduleInfo = self._run(
-            ops.pause(store, schedule_id, note=note, actor=self._actor, now=system_clock.now())
+            ops.pause(store, schedule_id, note=note, actor=self._actor, now=_now())
         )
         return info
 
@@ -199,7 +204,7 @@ class ScheduleMethods:
             return ScheduleInfo.from_body(body)
         store = self._backend.store
         info: ScheduleInfo = self._run(
-            ops.unpause(store, schedule_id, note=note, actor=self._actor, now=system_clock.now())
+            ops.unpause(store, schedule_id, note=note, actor=self._actor, now=_now())
         )
         return info
 
@@ -210,7 +215,7 @@ class ScheduleMethods:
             return ScheduleAction(**self._http.call("POST", path, idempotent=False, json={}))
         store = self._backend.store
         action: ScheduleAction = self._run(
-            ops.trigger(store, schedule_id, actor=self._actor, now=system_clock.now())
+            ops.trigger(store, schedule_id, actor=self._actor, now=_now())
         )
         return action
 
@@ -234,7 +239,7 @@ class ScheduleMethods:
                 finish,
                 overlap=overlap,
                 actor=self._actor,
-                now=system_clock.now(),
+                now=_now(),
             )
         )
         return actions
@@ -249,7 +254,7 @@ class ScheduleMethods:
             self._http.call("DELETE", f"{API}/{_quote(schedule_id)}", idempotent=True)
             return
         store = self._backend.store
-        self._run(ops.delete(store, schedule_id, actor=self._actor, now=system_clock.now()))
+        self._run(ops.delete(store, schedule_id, actor=self._actor, now=_now()))
 
     def get_schedule(self, schedule_id: str) -> ScheduleInfo:
         """Its spec and state, next five fire times and last ten actions with their runs.
@@ -260,9 +265,7 @@ class ScheduleMethods:
         if self._http is not None:
             path = f"{API}/{_quote(schedule_id)}"
             return ScheduleInfo.from_body(self._http.call("GET", path, idempotent=True))
-        info: ScheduleInfo = self._run(
-            ops.describe(self._backend.store, schedule_id, system_clock.now())
-        )
+        info: ScheduleInfo = self._run(ops.describe(self._backend.store, schedule_id, _now()))
         return info
 
     def list_schedules(self) -> list[ScheduleInfo]:
@@ -270,7 +273,7 @@ class ScheduleMethods:
         if self._http is not None:
             found = self._http.call("GET", API, idempotent=True)
             return [ScheduleInfo.from_body(s) for s in found["schedules"]]
-        infos: list[ScheduleInfo] = self._run(ops.list_all(self._backend.store, system_clock.now()))
+        infos: list[ScheduleInfo] = self._run(ops.list_all(self._backend.store, _now()))
         return infos
 
 
