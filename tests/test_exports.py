@@ -38,6 +38,7 @@ EXPECTED_ALL = [
     "PermissionDeniedError",
     "QueueNotFoundError",
     "RunNotFoundError",
+    "Schedule",
     "ScheduleExistsError",
     "ScheduleInfo",
     "ScheduleNotFoundError",

@@ -44,6 +44,7 @@ from keepgoing._workflow.messages import (
     wait_for_message,
 )
 from keepgoing._workflow.runner import install_direct_runner as _install_direct_runner
+from keepgoing._workflow.schedule import Schedule
 from keepgoing._workflow.task import TaskDefinition, TaskHandle, task
 from keepgoing._workflow.workflow import WorkflowDefinition, workflow
 from keepgoing.errors import (
@@ -127,6 +128,7 @@ __all__ = [
     "PermissionDeniedError",
     "QueueNotFoundError",
     "RunNotFoundError",
+    "Schedule",
     "ScheduleExistsError",
     "ScheduleInfo",
     "ScheduleNotFoundError",

@@ -10,22 +10,35 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import json
+import os
+import subprocess
+import sys
 import urllib.parse
+from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from keepgoing._schedules import operations as ops
+from keepgoing._schedules.declared import (
+    Declared,
+    declared_from_body,
+    declared_to_body,
+    sync_declared,
+)
 from keepgoing._schedules.operations import Actor, ScheduleInfo, ScheduleRequest
 from keepgoing._store.schedules_protocol import ScheduleAction
 from keepgoing._worker.inprocess import local_clock
 from keepgoing._workflow.inputs import start_input
+from keepgoing._workflow.registry import registry
 from keepgoing._workflow.workflow import WorkflowDefinition
 from keepgoing.errors import InvalidScheduleError
 
 if TYPE_CHECKING:
     from keepgoing._client.backend import Backend
 
-__all__ = ["ScheduleMethods", "request_body"]
+__all__ = ["ScheduleMethods", "declared_in_file", "request_body"]
 
 API = "/api/v1/schedules"
 Moment = datetime | float
@@ -268,6 +281,25 @@ class ScheduleMethods:
         info: ScheduleInfo = self._run(ops.describe(self._backend.store, schedule_id, _now()))
         return info
 
+    def _sync_declared(self, declared: Sequence[Declared], queue: str) -> list[str]:
+        """Register a deployed file's declared schedules (``_schedules/declared.py``);
+        the group's queue is its own, so its other ``code`` schedules are paused."""
+        if self._http is not None:
+            body = {"declared": declared_to_body(declared), "queue": queue}
+            found = self._http.call("POST", f"{API}/declared", idempotent=True, json=body)
+            return list(found["changes"])
+        changes: list[str] = self._run(
+            sync_declared(
+                self._backend.store,
+                declared,
+                workflows=None,
+                queue=queue,
+                actor=self._actor,
+                now=_now(),
+            )
+        )
+        return changes
+
     def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by id."""
         if self._http is not None:
@@ -285,3 +317,40 @@ def _request(
     else:
         raise InvalidScheduleError(f"workflow must be a @workflow or its name, not {workflow!r}")
     return ScheduleRequest(workflow=name, input=inputs, **fields)
+
+
+_LIST_DECLARED = """
+import json, os, sys
+from keepgoing._schedules.declared import declared_to_body
+from keepgoing._worker.loader import load_file
+from keepgoing._workflow.registry import registry
+load_file(sys.argv[1])
+here = [d for d in registry.workflows.values()
+        if os.path.abspath(d.fn.__code__.co_filename) == os.path.abspath(sys.argv[1])]
+print(json.dumps(declared_to_body([(d.name, s) for d in here for s in d.schedules])))
+"""
+
+
+def declared_in_file(path: Path) -> list[Declared]:
+    """The schedules the workflows of ``path`` declare (read from this process when it
+    imported the file, else imported in a child process; none without the word)."""
+    if "schedule" not in path.read_text(encoding="utf-8"):
+        return []
+    here = []
+    for d in registry.workflows.values():
+        code = getattr(d.fn, "__code__", None)
+        if code is not None and os.path.abspath(code.co_filename) == str(path):
+            here.append(d)
+    if here:
+        return [(d.name, s) for d in here for s in d.schedules]
+    done = subprocess.run(
+        [sys.executable, "-c", _LIST_DECLARED, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=path.parent,
+        check=False,
+    )
+    if done.returncode != 0:
+        detail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise InvalidScheduleError(f"importing {path.name} for its schedules failed: {detail[0]}")
+    return declared_from_body(json.loads(done.stdout.strip().splitlines()[-1]))

@@ -22,6 +22,8 @@ import uuid
 from dataclasses import dataclass
 
 from keepgoing._clock import Clock, system_clock
+from keepgoing._schedules.declared import sync_declared
+from keepgoing._schedules.operations import Actor
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
     ActivationClaim,
@@ -177,6 +179,21 @@ class Worker:
         """The exception each failed run raised, by run id, when :attr:`keep_failures`."""
         return self.activator.failures
 
+    async def _register_schedules(self) -> None:
+        """Register the schedules its workflows declare (``_schedules/declared.py``)."""
+        declared = [(d.name, s) for d in self.registry.workflows.values() for s in d.schedules]
+        if not declared and not self.registry.workflows:
+            return
+        for change in await sync_declared(
+            self.store,
+            declared,
+            workflows=list(self.registry.workflows),
+            queue=self.settings.queues[0],
+            actor=Actor("worker", self.worker_id),
+            now=self.clock.now(),
+        ):
+            log.info("%s", change)
+
     async def run(self) -> None:
         """Serve until :meth:`request_stop`."""
         await self.store.open()
@@ -186,6 +203,7 @@ class Worker:
         await self.store.record_workflows(
             list(self.registry.workflows), self.settings.queues, self.clock.now()
         )
+        await self._register_schedules()
         heartbeat = asyncio.create_task(self.heartbeat_loop())
         try:
             while not self._stopping.is_set():
