@@ -48,7 +48,7 @@ __all__ = [
     "update",
 ]
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,150}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,150}$")
 #: Slots one backfill may start.
 MAX_BACKFILL = 1000
 DEFAULT_QUEUE = "default"
@@ -127,7 +127,7 @@ def _check_id(schedule_id: object) -> str:
     if not isinstance(schedule_id, str) or not _ID.match(schedule_id):
         raise InvalidScheduleError(
             f"schedule id {schedule_id!r} is not valid: use 1-151 letters, digits and "
-            "._:@/+=- starting with a letter or digit"
+            "._:@+=- starting with a letter or digit"
         )
     return schedule_id
 

@@ -13,6 +13,7 @@ from keepgoing._server.routes import (
     migrate,
     operations,
     runs,
+    schedules,
     stream,
     system,
     volumes,
@@ -34,6 +35,7 @@ ROUTERS = (
     kill.router,
     volumes.router,
     groups.router,
+    schedules.router,
     gateway_usage.router,
     admin.router,
 )
