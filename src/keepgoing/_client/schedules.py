@@ -30,7 +30,6 @@ from keepgoing._schedules.declared import (
 from keepgoing._schedules.operations import Actor, ScheduleInfo, ScheduleRequest
 from keepgoing._store.schedules_protocol import ScheduleAction
 from keepgoing._worker.inprocess import local_clock
-from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.workflow import WorkflowDefinition
 from keepgoing.errors import InvalidScheduleError
@@ -312,11 +311,12 @@ class ScheduleMethods:
 def _request(
     workflow: WorkflowDefinition[..., Any] | str, input: Any, **fields: Any
 ) -> ScheduleRequest:
-    if isinstance(workflow, WorkflowDefinition) or (isinstance(workflow, str) and workflow):
-        name, inputs, _ = start_input(workflow, input)
-    else:
+    if isinstance(workflow, WorkflowDefinition):
+        workflow.bind_input(input)  # checked against its signature here
+        return ScheduleRequest(workflow=workflow.name, input=input, **fields)
+    if not isinstance(workflow, str) or not workflow:
         raise InvalidScheduleError(f"workflow must be a @workflow or its name, not {workflow!r}")
-    return ScheduleRequest(workflow=name, input=inputs, **fields)
+    return ScheduleRequest(workflow=workflow, input=input, **fields)
 
 
 _LIST_DECLARED = """

@@ -22,6 +22,7 @@ from keepgoing._schedules.spec import parse_spec, slot_iso
 from keepgoing._store.protocol import Store
 from keepgoing._store.schedules_protocol import ScheduleRecord
 from keepgoing._workflow.durations import parse_duration
+from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.schedule import Schedule
 
 __all__ = ["DROPPED", "Declared", "declared_from_body", "declared_to_body", "sync_declared"]
@@ -49,7 +50,7 @@ def declared_from_body(body: Sequence[dict[str, Any]]) -> list[Declared]:
 def _request(name: str, s: Schedule, queue: str, paused: bool, note: str | None) -> ScheduleRequest:
     return ScheduleRequest(
         workflow=name,
-        input=dict(s.input),
+        input=dict(s.input) if s.input else None,
         cron=s.cron,
         every=s.every,
         offset=s.offset,
@@ -73,7 +74,7 @@ def _same(old: ScheduleRecord, req: ScheduleRequest) -> bool:
         and old.overlap == req.overlap
         and old.catchup_window == parse_duration(req.catchup_window)
         and old.task_queue == req.task_queue
-        and old.input == dict(req.input)
+        and old.input == start_input(req.workflow, req.input)[1]
     )
 
 

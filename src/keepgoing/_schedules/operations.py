@@ -18,7 +18,7 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from keepgoing._schedules.service import spec_of
@@ -27,6 +27,7 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry
 from keepgoing._store.schedules_protocol import FireSlot, ScheduleAction, ScheduleRecord
 from keepgoing._workflow.durations import parse_duration
+from keepgoing._workflow.inputs import start_input
 from keepgoing.errors import (
     InvalidDurationError,
     InvalidScheduleError,
@@ -67,7 +68,9 @@ class ScheduleRequest:
     """What ``create_schedule`` (and, field by field, ``update_schedule``) takes."""
 
     workflow: str
-    input: Mapping[str, Any] = field(default_factory=dict)
+    #: The workflow's input as ``trigger_workflow`` takes it by name: a mapping of
+    #: parameter names, a list of positional values, or None.
+    input: Any = None
     cron: str | None = None
     every: Any = None
     offset: Any = None
@@ -228,7 +231,7 @@ async def _record(
     return ScheduleRecord(
         schedule_id=schedule_id,
         workflow_name=req.workflow,
-        input=dict(req.input or {}),
+        input=start_input(req.workflow, req.input)[1],
         task_queue=queue,
         spec=dataclasses.asdict(spec),
         overlap=req.overlap,
@@ -268,7 +271,7 @@ def request_of(record: ScheduleRecord) -> ScheduleRequest:
     spec = record.spec
     return ScheduleRequest(
         workflow=record.workflow_name,
-        input=record.input,
+        input=_given(record.input),
         cron=spec.get("cron"),
         every=spec.get("every"),
         offset=spec.get("offset") if spec.get("every") is not None else None,
@@ -282,6 +285,14 @@ def request_of(record: ScheduleRecord) -> ScheduleRequest:
         paused=record.paused,
         note=record.note,
     )
+
+
+def _given(doc: Mapping[str, Any]) -> Any:
+    """The input a stored input document was made from (a list, a mapping or None)."""
+    args, kwargs = doc.get("args") or [], doc.get("kwargs") or {}
+    if args and not kwargs:
+        return list(args)
+    return dict(kwargs) if kwargs or not args else {"args": args, "kwargs": kwargs}
 
 
 async def pause(

@@ -38,7 +38,9 @@ class ScheduleFields(_Request):
     """The fields of a schedule (see ``Client.create_schedule``)."""
 
     workflow: str | None = Field(None, min_length=1, max_length=200)
-    input: dict[str, Any] | None = None
+    input: dict[str, Any] | list[Any] | None = Field(
+        None, description="Parameter names to values, or positional values."
+    )
     cron: str | None = Field(None, max_length=200)
     every: Duration = None
     offset: Duration = None
