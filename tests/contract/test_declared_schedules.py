@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from keepgoing import Schedule, workflow
@@ -9,6 +11,8 @@ from keepgoing._schedules import operations as ops
 from keepgoing._schedules.declared import DROPPED, sync_declared
 from keepgoing._schedules.operations import Actor
 from keepgoing._store.protocol import Store
+from keepgoing._worker.worker import Worker
+from keepgoing._workflow.registry import Registry
 from keepgoing.errors import InvalidScheduleError
 
 ME = Actor("worker", "w1")
@@ -71,3 +75,24 @@ def test_the_decorator_declares_and_checks_them() -> None:
 
     with pytest.raises(InvalidScheduleError, match="unknown time zone"):
         Schedule(cron="@daily", timezone="Moon/Base")
+
+
+async def test_a_worker_registers_what_its_workflows_declare(store: Store) -> None:
+    @workflow(name="sched_served", schedule=Schedule(every="1h", schedule_id="served-hourly"))
+    async def served() -> None:
+        return None
+
+    mine = Registry()
+    mine.add_workflow(served)  # type: ignore[arg-type]
+    worker = Worker(store, registry=mine)
+    running = asyncio.create_task(worker.run())
+    try:
+        for _ in range(200):
+            if await store.get_schedule("served-hourly") is not None:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        worker.request_stop()
+        await running
+    record = await store.get_schedule("served-hourly")
+    assert record is not None and record.source == "code" and record.task_queue == "default"

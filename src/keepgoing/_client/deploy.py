@@ -381,7 +381,9 @@ def deploy_workflow_worker(
     outcome = groups.deploy(plan, options)
     revisions = outcome.revisions
     declared = declared_in_file(Path(os.path.abspath(source or _running_script())))
-    for change in client._sync_declared(declared, plan.main.task_queue):
+    for change in (
+        client._sync_declared(declared, plan.main.task_queue) if declared is not None else ()
+    ):
         log.info("%s", change)
     if local_store and not groups.autoscaler_running():
         _orchestrate(client.store)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["ScheduleMethods", "declared_in_file", "request_body"]
 
 API = "/api/v1/schedules"
+log = logging.getLogger("keepgoing.schedules")
 Moment = datetime | float
 
 
@@ -331,9 +333,10 @@ print(json.dumps(declared_to_body([(d.name, s) for d in here for s in d.schedule
 """
 
 
-def declared_in_file(path: Path) -> list[Declared]:
+def declared_in_file(path: Path) -> list[Declared] | None:
     """The schedules the workflows of ``path`` declare (read from this process when it
-    imported the file, else imported in a child process; none without the word)."""
+    imported the file, else imported in a child process; none without the word), or
+    None when the file does not import here (its replicas register them instead)."""
     if "schedule" not in path.read_text(encoding="utf-8"):
         return []
     here = []
@@ -352,5 +355,6 @@ def declared_in_file(path: Path) -> list[Declared]:
     )
     if done.returncode != 0:
         detail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise InvalidScheduleError(f"importing {path.name} for its schedules failed: {detail[0]}")
+        log.warning("importing %s for its schedules failed here: %s", path.name, detail[0])
+        return None
     return declared_from_body(json.loads(done.stdout.strip().splitlines()[-1]))

@@ -180,18 +180,24 @@ class Worker:
         return self.activator.failures
 
     async def _register_schedules(self) -> None:
-        """Register the schedules its workflows declare (``_schedules/declared.py``)."""
+        """Register the schedules its workflows declare (``_schedules/declared.py``).
+
+        A replica's PostgreSQL role may not write schedules (a deploy registered its
+        group's): then this is skipped, with a note in the log."""
         declared = [(d.name, s) for d in self.registry.workflows.values() for s in d.schedules]
-        if not declared and not self.registry.workflows:
+        try:
+            changes = await sync_declared(
+                self.store,
+                declared,
+                workflows=list(self.registry.workflows),
+                queue=self.settings.queues[0],
+                actor=Actor("worker", self.worker_id),
+                now=self.clock.now(),
+            )
+        except Exception as exc:  # never a reason not to serve (a role without the table)
+            log.info("schedules declared in code were not registered by this worker: %s", exc)
             return
-        for change in await sync_declared(
-            self.store,
-            declared,
-            workflows=list(self.registry.workflows),
-            queue=self.settings.queues[0],
-            actor=Actor("worker", self.worker_id),
-            now=self.clock.now(),
-        ):
+        for change in changes:
             log.info("%s", change)
 
     async def run(self) -> None:
