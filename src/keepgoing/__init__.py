@@ -10,6 +10,7 @@ from keepgoing._client.deploy import WorkflowWorker, deploy_workflow_worker
 from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._groups.image import Image
 from keepgoing._groups.secrets import Secret
+from keepgoing._schedules.commands import ScheduleInfo
 from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff
 from keepgoing._version import __version__ as __version__
 from keepgoing._views.operations import Operation
@@ -43,6 +44,7 @@ from keepgoing._workflow.messages import (
     wait_for_message,
 )
 from keepgoing._workflow.runner import install_direct_runner as _install_direct_runner
+from keepgoing._workflow.schedule import Schedule
 from keepgoing._workflow.task import TaskDefinition, TaskHandle, task
 from keepgoing._workflow.workflow import WorkflowDefinition, workflow
 from keepgoing.errors import (
@@ -57,6 +59,7 @@ from keepgoing.errors import (
     GroupNotFoundError,
     InvalidDurationError,
     InvalidRequestError,
+    InvalidScheduleError,
     InvalidStoreURLError,
     KeepgoingError,
     NondeterminismError,
@@ -67,6 +70,8 @@ from keepgoing.errors import (
     PermissionDeniedError,
     QueueNotFoundError,
     RunNotFoundError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
     SchemaVersionError,
     ServerError,
     StoreError,
@@ -111,6 +116,7 @@ __all__ = [
     "Image",
     "InvalidDurationError",
     "InvalidRequestError",
+    "InvalidScheduleError",
     "InvalidStoreURLError",
     "KeepgoingError",
     "NondeterminismError",
@@ -122,6 +128,10 @@ __all__ = [
     "PermissionDeniedError",
     "QueueNotFoundError",
     "RunNotFoundError",
+    "Schedule",
+    "ScheduleExistsError",
+    "ScheduleInfo",
+    "ScheduleNotFoundError",
     "SchemaVersionError",
     "Secret",
     "ServerError",

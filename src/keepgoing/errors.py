@@ -5,7 +5,8 @@ The tree::
     KeepgoingError                       code
     ├── ConfigurationError               configuration      (also ValueError)
     │   ├── InvalidDurationError         invalid_duration
-    │   └── InvalidStoreURLError         invalid_store_url
+    │   ├── InvalidStoreURLError         invalid_store_url
+    │   └── InvalidScheduleError         invalid_schedule
     ├── DuplicateNameError               duplicate_name     (also ValueError)
     ├── PayloadError                     invalid_payload    (also TypeError)
     │   └── PayloadTooLargeError         payload_too_large
@@ -38,6 +39,8 @@ The tree::
     │   ├── GroupNotFoundError           group_not_found    (also LookupError)
     │   └── GroupConflictError           group_conflict
     │       └── DeployRefusedError       deploy_refused
+    ├── ScheduleNotFoundError            schedule_not_found (also LookupError)
+    ├── ScheduleExistsError              schedule_exists
     ├── VolumeError                      volume_error
     │   ├── VolumeNotFoundError          volume_not_found   (also LookupError)
     │   └── VolumeFileNotFoundError      volume_file_not_found (also LookupError)
@@ -73,6 +76,7 @@ __all__ = [
     "GroupNotFoundError",
     "InvalidDurationError",
     "InvalidRequestError",
+    "InvalidScheduleError",
     "InvalidStoreURLError",
     "KeepgoingError",
     "NondeterminismError",
@@ -83,6 +87,8 @@ __all__ = [
     "PermissionDeniedError",
     "QueueNotFoundError",
     "RunNotFoundError",
+    "ScheduleExistsError",
+    "ScheduleNotFoundError",
     "SchemaVersionError",
     "ServerError",
     "StoreError",
@@ -474,3 +480,22 @@ class UnknownQueueWarning(UnknownWorkflowWarning):
     :class:`QueueNotFoundError` instead."""
 
     code = "unknown_queue"
+
+
+class InvalidScheduleError(ConfigurationError):
+    """A schedule's spec is refused: an invalid cron expression, an unknown time
+    zone, an ``every`` of zero, an unknown overlap policy, or a workflow nothing serves."""
+
+    code = "invalid_schedule"
+
+
+class ScheduleNotFoundError(KeepgoingError, LookupError):
+    """No schedule has the given id."""
+
+    code = "schedule_not_found"
+
+
+class ScheduleExistsError(KeepgoingError):
+    """A schedule with the given id already exists (update it instead)."""
+
+    code = "schedule_exists"

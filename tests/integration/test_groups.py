@@ -359,3 +359,6 @@ def test_the_readme_flow_runs_as_written(sandbox: Sandbox, scaler: Scaler) -> No
     assert "'model': 'keepgoing-scripted-1'" in done.stdout
     runs = scaler.client.list_runs()
     assert [r.group_revision for r in runs] == [1]
+    weekly = scaler.client.get_schedule("support-digest-weekly")  # the Monday 07:00 digest
+    assert weekly.spec.cron == "0 7 * * 1" and weekly.task_queue == "workflows.wf-durable-agent"
+    assert "weekly schedule, next:" in done.stdout

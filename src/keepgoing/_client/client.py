@@ -28,6 +28,7 @@ from keepgoing._client.requests import (
     StartMany,
 )
 from keepgoing._client.runs import RunsPage, WorkflowRun, WorkflowRunHandle, outcome
+from keepgoing._client.schedules import ScheduleMethods
 from keepgoing._client.store_backend import StoreBackend
 from keepgoing._history.events import Event
 from keepgoing._store.inspect_protocol import RUN_STATUSES, RunFilter
@@ -42,7 +43,7 @@ from keepgoing.errors import ConfigurationError, InvalidRequestError
 __all__ = ["Client"]
 
 
-class Client:
+class Client(ScheduleMethods):
     """Start runs, wait for results, read history.
 
     Args:

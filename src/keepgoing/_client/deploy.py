@@ -24,6 +24,7 @@ from typing import Any
 
 from keepgoing._client import orchestrator as background
 from keepgoing._client.client import Client
+from keepgoing._client.schedules import declared_in_file
 from keepgoing._groups.envs import build_env, check_local_image
 from keepgoing._groups.image import Image
 from keepgoing._groups.registration import (
@@ -379,6 +380,11 @@ def deploy_workflow_worker(
             build_env(revision.image, revision.dependencies, progress=_progress(revision.group))
     outcome = groups.deploy(plan, options)
     revisions = outcome.revisions
+    declared = declared_in_file(Path(os.path.abspath(source or _running_script())))
+    for change in (
+        client._sync_declared(declared, plan.main.task_queue) if declared is not None else ()
+    ):
+        log.info("%s", change)
     if local_store and not groups.autoscaler_running():
         _orchestrate(client.store)
     return WorkflowWorker(

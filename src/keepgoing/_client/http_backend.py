@@ -86,6 +86,9 @@ _CODES: dict[str, type[errors.KeepgoingError]] = {
         errors.GroupError,
         errors.GroupNotFoundError,
         errors.GroupConflictError,
+        errors.InvalidScheduleError,
+        errors.ScheduleNotFoundError,
+        errors.ScheduleExistsError,
         errors.StoreError,
     )
 }
@@ -494,6 +497,8 @@ def _run(body: Mapping[str, Any]) -> WorkflowRun:
         waiting_for=body.get("waiting_for"),
         group_revision=body.get("group_revision"),
         trouble=_trouble(body.get("trouble")),
+        schedule_id=body.get("schedule_id"),
+        schedule_slot=body.get("schedule_slot"),
     )
 
 

@@ -45,6 +45,7 @@ from typing import IO, Any
 from keepgoing._clock import system_clock
 from keepgoing._groups.autoscaler import SERVICE
 from keepgoing._groups.service import group_autoscaler, worker_store_url
+from keepgoing._schedules.service import Scheduler
 from keepgoing._store.protocol import Store
 from keepgoing._store.url import PROJECT_FOLDER, project_folder, redact_url
 from keepgoing._worker.orchestrator import Orchestrator
@@ -292,6 +293,7 @@ async def serve_in_background(
         if scaler is None:
             raise ConfigurationError("a store in memory cannot be shared with replicas")
         services = Orchestrator(store)
+        schedules = Scheduler(store)
         body = {
             "pid": os.getpid(),
             "store": redact_url(url),
@@ -304,12 +306,17 @@ async def serve_in_background(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
         log.info("background orchestrator %s for %s (idle stretch %gs)", os.getpid(), url, stretch)
-        tasks = [asyncio.create_task(scaler.run()), asyncio.create_task(services.run())]
+        tasks = [
+            asyncio.create_task(scaler.run()),
+            asyncio.create_task(services.run()),
+            asyncio.create_task(schedules.run()),
+        ]
         try:
             await _watch(store, scaler.owner, stretch, stopping)
         finally:
             scaler.request_stop()
             services.request_stop()
+            schedules.request_stop()
             await asyncio.gather(*tasks, return_exceptions=True)
             with contextlib.suppress(OSError):
                 state.unlink()

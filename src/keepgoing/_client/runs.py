@@ -57,6 +57,9 @@ class WorkflowRun:
     waiting_for: str | None = None
     group_revision: int | None = None
     trouble: Trouble = field(default_factory=Trouble)
+    #: The schedule that started it and the slot (UTC seconds) it started for, if any.
+    schedule_id: str | None = None
+    schedule_slot: float | None = None
 
     @property
     def state(self) -> str:

@@ -309,7 +309,13 @@ class StoreBackend:
 
         async def read() -> WorkflowRun:
             found = await self._find(run.workflow_id, run.run_id)
-            return WorkflowRun.from_record(found, await self._served())
+            view = WorkflowRun.from_record(found, await self._served())
+            slot = await self._store.schedule_of_run(found.run_id)
+            if slot is None:
+                return view
+            return dataclasses.replace(
+                view, schedule_id=slot.schedule_id, schedule_slot=slot.slot_at
+            )
 
         return self._portal.call(read())
 

@@ -21,6 +21,7 @@ from keepgoing._gateway import http as gateway_http
 from keepgoing._gateway.config import GatewayConfig, load_config
 from keepgoing._gateway.service import Gateway
 from keepgoing._groups.service import group_autoscaler
+from keepgoing._schedules.service import Scheduler
 from keepgoing._server.apidocs import docs_page
 from keepgoing._server.context import ServerContext
 from keepgoing._server.defaults import (
@@ -79,7 +80,8 @@ def create_app(
             with every permission, so only ever serve that on loopback: the app
             then answers only loopback ``Host`` names, refuses changes from
             another browser origin, and creates or revokes no tokens.
-        services: run the orchestrator (timers, lease reaping) in this process.
+        services: run the orchestrator (timers, lease reaping) and fire schedules
+            (:mod:`keepgoing._schedules.service`) in this process.
         clock: injected time.
         max_body: the largest request body, in bytes (413 above).
         long_poll_max: the longest a result long poll waits, in seconds.
@@ -101,6 +103,7 @@ def create_app(
     )
     keys = GroupKeys(store, replica_url, clock=clock) if replica_url else None
     scaler = group_autoscaler(store, clock=clock, keys=keys) if services and groups else None
+    scheduler = Scheduler(store, clock=clock) if services else None
     ctx = ServerContext(
         store=store,
         auth=auth,
@@ -120,9 +123,13 @@ def create_app(
         await store.open()
         running = asyncio.create_task(orchestrator.run()) if orchestrator else None
         scaling = asyncio.create_task(scaler.run()) if scaler else None
+        firing = asyncio.create_task(scheduler.run()) if scheduler else None
         try:
             yield
         finally:
+            if scheduler is not None and firing is not None:
+                scheduler.request_stop()
+                await firing
             if scaler is not None and scaling is not None:
                 scaler.request_stop()
                 await scaling

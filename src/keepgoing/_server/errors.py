@@ -29,6 +29,9 @@ log = logging.getLogger("keepgoing.server")
 STATUS: dict[str, int] = {
     errors.ConfigurationError.code: 400,
     errors.InvalidDurationError.code: 400,
+    errors.InvalidScheduleError.code: 400,
+    errors.ScheduleNotFoundError.code: 404,
+    errors.ScheduleExistsError.code: 409,
     errors.InvalidStoreURLError.code: 400,
     errors.DuplicateNameError.code: 400,
     errors.PayloadError.code: 400,

@@ -198,6 +198,12 @@ class RunView(_Response):
         default_factory=list,
         description="Its trouble in words, in the order the runs list shows it.",
     )
+    schedule_id: str | None = Field(
+        default=None, description="The schedule that started it (shown on a single run)."
+    )
+    schedule_slot: float | None = Field(
+        default=None, description="The slot (UTC seconds) its schedule started it for."
+    )
 
     @classmethod
     def of(cls, run: RunRecord, served: Served | None = None) -> RunView:

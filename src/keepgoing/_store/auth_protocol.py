@@ -35,6 +35,8 @@ PERMISSIONS: tuple[str, ...] = (
     "workers.kill",
     "gateway.use",
     "gateway.read",
+    "schedules.read",
+    "schedules.write",
     "admin",
 )
 

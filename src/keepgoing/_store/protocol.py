@@ -57,6 +57,7 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
+from keepgoing._store.schedules_protocol import ScheduleStore
 from keepgoing._store.volumes_protocol import VolumeStore
 
 __all__ = ["Store"]
@@ -70,6 +71,7 @@ class Store(
     GatewayStore,
     GroupStore,
     RevisionStore,
+    ScheduleStore,
     abc.ABC,
 ):
     """Durable state of every run. One instance per process is enough; it is task-safe."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from keepgoing._runtime.context import current_instance
 from keepgoing._workflow._callables import bind_arguments, code_version, origin_of
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.runner import direct_runner
+from keepgoing._workflow.schedule import Schedule, declared_schedules
 from keepgoing.errors import PayloadError
 
 __all__ = ["WorkflowDefinition", "workflow"]
@@ -32,6 +33,8 @@ class WorkflowDefinition(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         owner: str | None = None,
+        schedule: str | Schedule | Sequence[Schedule] | None = None,
+        schedule_timezone: str | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -42,6 +45,8 @@ class WorkflowDefinition(Generic[P, R]):
         self.name = name or fn.__name__
         self.description = description or inspect.getdoc(fn)
         self.owner = owner
+        #: The schedules declared with it (``@workflow(schedule=...)``).
+        self.schedules = declared_schedules(self.name, schedule, schedule_timezone)
         self.origin = origin_of(fn)
         self.code_version = code_version(fn)
         self.__doc__ = fn.__doc__
@@ -90,6 +95,8 @@ def workflow(
     name: str | None = None,
     description: str | None = None,
     owner: str | None = None,
+    schedule: str | Schedule | Sequence[Schedule] | None = None,
+    schedule_timezone: str | None = None,
 ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
 
 
@@ -100,6 +107,8 @@ def workflow(
     name: str | None = None,
     description: str | None = None,
     owner: str | None = None,
+    schedule: str | Schedule | Sequence[Schedule] | None = None,
+    schedule_timezone: str | None = None,
 ) -> Any:
     """Make an ``async def`` function a durable workflow.
 
@@ -107,12 +116,24 @@ def workflow(
     put I/O, randomness and wall-clock reads in tasks, or use
     :func:`keepgoing.now`, :func:`keepgoing.random` and :func:`keepgoing.uuid4`.
 
+    ``schedule`` starts it on a schedule: a cron string (read in
+    ``schedule_timezone``, default UTC), a :class:`~keepgoing.Schedule`, or a list
+    of them. A worker serving it, or a deploy of its file, registers the schedule.
+
     Raises:
         TypeError: ``fn`` is not an ``async def`` function.
+        InvalidScheduleError: a bad schedule (an invalid cron, an unknown zone, ...).
         DuplicateNameError: the name is already used by a workflow defined elsewhere.
     """
 
     def wrap(inner: Callable[..., Any]) -> WorkflowDefinition[..., Any]:
-        return WorkflowDefinition(inner, name=name, description=description, owner=owner)
+        return WorkflowDefinition(
+            inner,
+            name=name,
+            description=description,
+            owner=owner,
+            schedule=schedule,
+            schedule_timezone=schedule_timezone,
+        )
 
     return wrap(fn) if fn is not None else wrap

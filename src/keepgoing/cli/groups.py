@@ -433,7 +433,7 @@ def serve_groups(
     store: StoreOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
-    """Run the autoscaler and the orchestrator services (timers, lease reaping) on a
+    """Run the autoscaler and the orchestrator services (timers, lease reaping, schedules) on a
     store, without a server: what a store-only deployment runs to get scaling.
 
     Example:
@@ -443,6 +443,8 @@ def serve_groups(
     from keepgoing._groups.service import group_autoscaler  # noqa: PLC0415
     from keepgoing._open_store import store_from_url  # noqa: PLC0415
     from keepgoing._procinfo import refuse_inspection  # noqa: PLC0415
+    from keepgoing._schedules.service import Scheduler  # noqa: PLC0415
+    from keepgoing._open_store import store_from_url  # noqa: PLC0415
     from keepgoing._worker.orchestrator import Orchestrator  # noqa: PLC0415
 
     setup_logging(verbose)
@@ -453,6 +455,7 @@ def serve_groups(
         if scaler is None:
             fail("a store in memory cannot be shared with worker processes", 2)
     orchestrator = Orchestrator(the_store)
+    schedules = Scheduler(the_store)
 
     async def serve() -> None:
         await the_store.open()
@@ -461,12 +464,13 @@ def serve_groups(
         def stop() -> None:
             scaler.request_stop()
             orchestrator.request_stop()
+            schedules.request_stop()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop)
         print(f"keepgoing groups serve: pid {os.getpid()}", file=sys.stderr, flush=True)
         try:
-            await asyncio.gather(scaler.run(), orchestrator.run())
+            await asyncio.gather(scaler.run(), orchestrator.run(), schedules.run())
         finally:
             await the_store.close()
 

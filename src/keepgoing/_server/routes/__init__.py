@@ -14,6 +14,7 @@ from keepgoing._server.routes import (
     operations,
     run_model,
     runs,
+    schedules,
     stream,
     system,
     volumes,
@@ -36,6 +37,7 @@ ROUTERS = (
     kill.router,
     volumes.router,
     groups.router,
+    schedules.router,
     gateway_usage.router,
     admin.router,
 )

@@ -328,7 +328,11 @@ async def get_run(
     """The newest run of the workflow id, or the run `run_id` of it."""
     ctx = context(request)
     run = await find_run(ctx.store, workflow_id, run_id)
-    return RunView.of(run, await _served(ctx))
+    view = RunView.of(run, await _served(ctx))
+    slot = await ctx.store.schedule_of_run(run.run_id)
+    if slot is not None:
+        view.schedule_id, view.schedule_slot = slot.schedule_id, slot.slot_at
+    return view
 
 
 async def _served(ctx: ServerContext) -> Served:

@@ -46,6 +46,7 @@ NAV = (
     ("/diff", "Diff", "runs.read"),
     ("/memory", "Memory", "volumes.read"),
     ("/reviews", "Reviews", "runs.read"),
+    ("/schedules", "Schedules", "schedules.read"),
     ("/workers", "Workers", "runs.read"),
     ("/usage", "Usage", "gateway.read"),
     ("/audit", "Audit", "admin"),
@@ -181,6 +182,13 @@ async def reviews_page(request: Request) -> HTMLResponse:
     """Runs waiting for a reviewer: each uncertain operation, its evidence, and the
     approve / retry / fail choice (for a token that may send messages)."""
     return _page(request, "reviews.html", "Reviews")
+
+
+@router.get("/schedules", response_class=HTMLResponse)
+async def schedules_page(request: Request) -> HTMLResponse:
+    """Schedules: next fire times, recent actions linked to their runs, and pause,
+    unpause and trigger buttons (for a session that may write schedules)."""
+    return _page(request, "schedules.html", "Schedules")
 
 
 @router.get("/workers", response_class=HTMLResponse)

@@ -85,6 +85,7 @@ PAGES = frozenset(
     {"/", "/demo", "/run", "/replay", "/diff", "/memory", "/memory/volume", "/workers", "/audit"}
     | {"/reviews"}
     | {"/usage"}
+    | {"/schedules"}
     | {"/signin", "/signout"}
 )
 

@@ -50,6 +50,7 @@ from keepgoing._store.sql.groups import SqlGroupsMixin
 from keepgoing._store.sql.inspect import SqlInspectMixin, save_attempt_log
 from keepgoing._store.sql.observe import SqlObserveMixin
 from keepgoing._store.sql.revisions import SqlRevisionsMixin
+from keepgoing._store.sql.schedules import SqlSchedulesMixin
 from keepgoing._store.sql.volumes import SqlVolumesMixin
 
 __all__ = ["SqlStore"]
@@ -64,6 +65,7 @@ class SqlStore(
     SqlGatewayMixin,
     SqlGroupsMixin,
     SqlRevisionsMixin,
+    SqlSchedulesMixin,
     Store,
 ):
     """A :class:`Store` over SQL; a dialect supplies the transport and the liveness probe."""

@@ -1,0 +1,1 @@
+"""Schedules: cron and interval specs, the firing service, and schedules declared in code."""
