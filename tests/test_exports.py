@@ -28,6 +28,7 @@ EXPECTED_ALL = [
     "InvalidRequestError",
     "InvalidStoreURLError",
     "KeepgoingError",
+    "NonRetryableError",
     "NondeterminismError",
     "Operation",
     "OperationNotFoundError",

@@ -16,6 +16,8 @@ from rich.text import Text
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps
 from keepgoing._store.stops import counts_as_loss, describe
+from keepgoing._store.transitions import NON_RETRYABLE
+from keepgoing._workflow import retry_policy
 from keepgoing.cli._common import add_row
 
 __all__ = ["Attempt", "Step", "Timeline", "build", "render", "steps_table"]
@@ -118,6 +120,8 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
     elif isinstance(e, ev.TaskAttemptFailed):
         step = t.steps.get(e.cmd) or t.steps.setdefault(e.cmd, Step(e.cmd, e.name, e.at, 0))
         why = describe(e.reason, e.cause, e.actor, e.via) or ""
+        if e.reason == NON_RETRYABLE:
+            why = retry_policy.describe(e.cause, e.error.type)
         if why and e.reason == "worker_lost" and not counts_as_loss(e.reason, e.cause):
             why += " (not counted against max_worker_losses)"
         elif why and e.reason == "released" and counts_as_loss(e.reason, e.cause):
@@ -135,6 +139,8 @@ def _apply(t: Timeline, e: ev.Event) -> None:  # noqa: PLR0915 (one branch per e
         # An uncertain outcome is not a failure: the step waits for a reviewer's decision.
         status = "uncertain" if e.reason == "uncertain" else "failed"
         step.status, step.error, step.retry_at = status, _error(e.error), None
+        if e.reason == NON_RETRYABLE and step.attempts:  # why it ended the step at once
+            step.error = f"{step.attempts[-1].why}: {step.error}"
     elif isinstance(e, ev.TaskCancelRequested):
         if e.cmd in t.steps:
             t.steps[e.cmd].status = "cancelled"

@@ -139,7 +139,8 @@ def complete_task(
         if row is None or row.status != "running" or row.fence != o.fence:
             return rec.TaskOutcomeResult(accepted=False)
         assert o.error is not None
-        return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now)
+        stamp = Stamp(o.cause) if o.cause is not None else None  # why it is not retried
+        return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now, stamp)
     # The fence check and the completion are one statement; it also says whether the
     # attempt made model calls, so that most completions (none) skip settling them.
     done_row = one(
