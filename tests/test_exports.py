@@ -83,6 +83,7 @@ EXPECTED_ALL = [
     "random",
     "register_secret",
     "send_message",
+    "set_status",
     "start_child",
     "task",
     "uuid4",

@@ -43,6 +43,7 @@ from keepgoing._workflow.messages import (
     wait_for_message,
 )
 from keepgoing._workflow.runner import install_direct_runner as _install_direct_runner
+from keepgoing._workflow.status import set_status
 from keepgoing._workflow.task import TaskDefinition, TaskHandle, task
 from keepgoing._workflow.workflow import WorkflowDefinition, workflow
 from keepgoing.errors import (
@@ -169,6 +170,7 @@ __all__ = [
     "random",
     "register_secret",
     "send_message",
+    "set_status",
     "start_child",
     "task",
     "uuid4",

@@ -19,6 +19,7 @@ from keepgoing._client.backend import Backend
 from keepgoing._client.catalog import warn_unknown
 from keepgoing._client.groups import GroupClient
 from keepgoing._client.operations import Operation
+from keepgoing._client.recovery import check_wait
 from keepgoing._client.requests import (
     AuditQuery,
     EventSend,
@@ -492,6 +493,23 @@ class Client:
             WorkflowNotRunningError: the run is not blocked; nothing changes.
         """
         return self._backend.unblock(RunRef(workflow_id, run_id))
+
+    def get_status(self, workflow_id: str, key: str, wait: float | None = None) -> Any:
+        """The newest value the run published under ``key`` (``keepgoing.set_status``).
+
+        Returns None when the run has published nothing under ``key``. With
+        ``wait`` (seconds), waits for the value to appear, woken by the store's
+        change signal (no polling), and returns it as soon as it does.
+
+        Raises:
+            RunNotFoundError: no run has this workflow id.
+            TimeoutError: ``wait`` passed, or the run ended, before the value appeared.
+            ValueError: ``key`` is not a non-empty string of at most 200 characters.
+        """
+        found, value = self._backend.get_status(workflow_id, key, check_wait(wait))
+        if not found and wait is not None:
+            raise TimeoutError(f"run {workflow_id!r} has published no status {key!r}")
+        return value
 
     def lineage(self, workflow_id: str) -> dict[str, Any]:
         """``{"run": ..., "parent": ... or None, "children": [...]}`` as :class:`WorkflowRun`."""

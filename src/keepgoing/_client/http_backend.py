@@ -340,6 +340,26 @@ class HttpBackend:
         )
         return _run(found["run"])
 
+    def get_status(self, workflow_id: str, key: str, wait: float | None) -> tuple[bool, Any]:
+        deadline = None if wait is None else system_clock.monotonic() + wait
+        while True:  # long polls of at most a minute each, until ``wait`` has passed
+            left = None if deadline is None else max(0.0, deadline - system_clock.monotonic())
+            params: dict[str, Any] = {"key": key}
+            if left is not None:
+                params["wait"] = min(left, 60.0)
+            found = self.call(
+                "GET",
+                f"{API}/runs/{_path(workflow_id)}/status",
+                idempotent=True,
+                params=params,
+                timeout=None if left is None else min(left, 60.0) + 30.0,
+            )
+            value = found["values"].get(key)
+            if value is not None:
+                return True, value["value"]
+            if left is None or left <= 0 or found["ended"]:
+                return False, None
+
     def lineage(self, workflow_id: str) -> dict[str, Any]:
         found = self.call("GET", f"{API}/runs/{_path(workflow_id)}/lineage", idempotent=True)
         return {

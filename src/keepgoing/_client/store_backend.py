@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from keepgoing._client import operations
+from keepgoing._client import operations, recovery
 from keepgoing._client.batch import batch_lists, naming, refuse_repeats
 from keepgoing._client.batch import check_id as _check_id
 from keepgoing._client.batch import check_request_id as _check_request_id
@@ -407,6 +407,10 @@ class StoreBackend:
             return found
 
         return WorkflowRun.from_record(self._portal.call(unblock()))
+
+    def get_status(self, workflow_id: str, key: str, wait: float | None) -> tuple[bool, Any]:
+        found = self._portal.call(recovery.read_status(self._store, workflow_id, key, wait))
+        return found.value(key)
 
     def lineage(self, workflow_id: str) -> dict[str, Any]:
         found = self._portal.call(self._store.lineage(workflow_id))

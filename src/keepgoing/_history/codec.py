@@ -52,6 +52,7 @@ _CLASSES: dict[str, type[ev.Event]] = {
         ev.MemoryCommitted,
         ev.PatchMarked,
         ev.ReviewAbandoned,
+        ev.StatusSet,
     )
 }
 

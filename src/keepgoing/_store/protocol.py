@@ -55,6 +55,7 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
+from keepgoing._store.recovery_protocol import RecoveryStore
 from keepgoing._store.volumes_protocol import VolumeStore
 
 __all__ = ["Store"]
@@ -68,6 +69,7 @@ class Store(
     GatewayStore,
     GroupStore,
     RevisionStore,
+    RecoveryStore,
     abc.ABC,
 ):
     """Durable state of every run. One instance per process is enough; it is task-safe."""

@@ -73,6 +73,13 @@ function patchesPassed(events) {
   return ids.length ? ids.join(", ") : "none";
 }
 
+// The newest value of each key the run published with keepgoing.set_status().
+function publishedStatus(events) {
+  const newest = new Map();
+  for (const e of events) if (e.type === "StatusSet") newest.set(e.name, e.value);
+  return [...newest.entries()];
+}
+
 function show() {
   const run = state.run;
   state.model = buildModel(state.events, { now: OPEN.has(run.status) ? Date.now() / 1000 : null });
@@ -103,6 +110,8 @@ function show() {
     );
   }
   if (run.error) flags.push(el("p", { class: "banner error" }, `${run.error.type}: ${run.error.message}`));
+  const published = publishedStatus(state.events);
+  if (published.length) flags.push(el("div", { class: "facts-row", id: "run-status", "aria-label": "Published status" }, ...published.map(([key, value]) => fact(key, el("code", {}, json(value, 0))))));
   clear(document.getElementById("run-flags"), flags);
   const open = OPEN.has(run.status);
   for (const id of ["actions", "run-tabs"]) toggle(id, true);
