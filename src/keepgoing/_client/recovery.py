@@ -1,8 +1,11 @@
-"""Reading the progress a run publishes (``keepgoing.set_status``), waiting for it.
+"""Recovery controls the clients and the routes share: resuming and forking runs
+(audited), and reading the progress a run publishes (``keepgoing.set_status``).
 
-One reader serves the store-mode client and the HTTP route: it finds the
-workflow id's newest run, reads the value from the store's ``run_status``
-table, and, asked to wait, sleeps on the store's change signal
+The store copies the reused history prefix in one transaction
+(``_store/sql/prefix.py``); here the request is checked, the new run is named,
+and the audit entry is written. One status reader serves the store-mode
+client and the HTTP route: it finds the workflow id's newest run, reads the
+value from the store's ``run_status`` table, and, asked to wait, sleeps on the store's change signal
 (``Store.wait_for_change``: the doorbell on SQLite, ``LISTEN`` on PostgreSQL),
 which a commit that publishes a status rings. ``SAFETY_POLL`` only covers a
 wake-up lost between processes.
@@ -11,17 +14,30 @@ wake-up lost between processes.
 from __future__ import annotations
 
 import math
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from keepgoing._client.batch import check_id
 from keepgoing._clock import system_clock
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import TERMINAL, RunRecord
-from keepgoing._store.recovery_protocol import StatusValue
+from keepgoing._store.records import TERMINAL, AuditEntry, RunRecord
+from keepgoing._store.recovery_protocol import Origin, Origins, StatusValue
+from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.status import check_status_name
 from keepgoing.errors import InvalidRequestError, RunNotFoundError
 
-__all__ = ["SAFETY_POLL", "StatusRead", "check_wait", "read_status"]
+__all__ = [
+    "SAFETY_POLL",
+    "Actor",
+    "StatusRead",
+    "check_step",
+    "check_wait",
+    "fork",
+    "origins_view",
+    "read_status",
+    "resume",
+]
 
 SAFETY_POLL = 1.0
 
@@ -85,3 +101,117 @@ async def read_status(
 
 class _Waiter:
     """A wait's identity for ``wait_for_change`` (a plain object() is not weak-referable)."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who asks, for the audit log: ``("user", "alice")`` and where from (``"cli"``)."""
+
+    kind: str
+    id: str
+    via: str = "api"
+
+
+def _positive(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequestError(f"{what} must be a positive int, not {value!r}")
+    return value
+
+
+def check_step(value: object) -> int:
+    """``from_step`` as a step number (the ``#`` the timeline shows), or a clear error."""
+    return _positive(value, "from_step")
+
+
+def _check_revision(value: object) -> int | None:
+    return None if value is None else _positive(value, "revision")
+
+
+def _workflow_id(value: str, what: str) -> str:
+    try:
+        return check_id(value, what)
+    except ValueError as exc:
+        raise InvalidRequestError(str(exc)) from None
+
+
+async def resume(
+    store: Store, workflow_id: str, revision: int | None, actor: Actor
+) -> tuple[RunRecord, RunRecord]:
+    """Resume the newest run of ``workflow_id``; returns ``(new run, resumed run)``."""
+    _workflow_id(workflow_id, "workflow_id")
+    pinned = _check_revision(revision)
+    now = system_clock.now()
+    new, old = await store.resume_run(
+        workflow_id, run_id=uuid.uuid4().hex, revision=pinned, now=now
+    )
+    detail: dict[str, Any] = {"resumed_run_id": old.run_id, "via": actor.via}
+    if pinned is not None:
+        detail["revision"] = pinned
+    await store.append_audit(
+        AuditEntry(now, actor.kind, actor.id, "workflow.resume", workflow_id, new.run_id, detail)
+    )
+    return new, old
+
+
+async def fork(
+    store: Store,
+    source_id: str,
+    from_step: object,
+    input: Any,
+    workflow_id: str | None,
+    revision: int | None,
+    actor: Actor,
+) -> tuple[RunRecord, RunRecord]:
+    """Fork the newest run of ``source_id`` from step ``from_step``; ``(new run, source)``."""
+    _workflow_id(source_id, "workflow_id")
+    step = check_step(from_step)
+    pinned = _check_revision(revision)
+    if workflow_id is not None:
+        _workflow_id(workflow_id, "the fork's workflow_id")
+    source = await store.find_run(source_id)
+    if source is None:
+        raise RunNotFoundError(f"no run has workflow id {source_id!r}")
+    stored = None if input is None else start_input(source.workflow_name, input)[1]
+    run_id = uuid.uuid4().hex
+    now = system_clock.now()
+    new, old = await store.fork_run(
+        source_id,
+        from_step=step,
+        input=stored,
+        new_workflow_id=workflow_id or f"{source_id}-fork-{run_id[:8]}",
+        run_id=run_id,
+        revision=pinned,
+        now=now,
+    )
+    detail: dict[str, Any] = {
+        "forked_from": old.workflow_id,
+        "forked_run_id": old.run_id,
+        "from_step": step,
+        "new_input": input is not None,
+        "via": actor.via,
+    }
+    await store.append_audit(
+        AuditEntry(now, actor.kind, actor.id, "workflow.fork", new.workflow_id, new.run_id, detail)
+    )
+    return new, old
+
+
+def _origin(o: Origin, *, own: bool) -> dict[str, Any]:
+    """One link of a run's lineage: the other run, how it was made, from which step."""
+    if own:
+        return {
+            "workflow_id": o.origin_workflow_id,
+            "run_id": o.origin_run_id,
+            "kind": o.kind,
+            "step": o.step,
+        }
+    return {"workflow_id": o.workflow_id, "run_id": o.run_id, "kind": o.kind, "step": o.step}
+
+
+def origins_view(found: Origins) -> dict[str, Any]:
+    """``{"origin": ... or None, "derived": [...]}``: the run this one was resumed or
+    forked from, and the runs resumed or forked from this one."""
+    return {
+        "origin": None if found.origin is None else _origin(found.origin, own=True),
+        "derived": [_origin(d, own=False) for d in found.derived],
+    }

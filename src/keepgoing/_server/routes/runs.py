@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from keepgoing._client.catalog import check_start
 from keepgoing._client.queues import serving
+from keepgoing._client.recovery import origins_view
 from keepgoing._client.runs import Served
 from keepgoing._history.codec import encode
 from keepgoing._server.auth import CancelsRuns, Principal, ReadsRuns, Triggers
@@ -245,11 +246,13 @@ class _Waiter:
 )
 async def lineage(workflow_id: WorkflowIdPath, request: Request, _: ReadsRuns) -> LineageView:
     """The newest run of the workflow id, the run that started it, and the runs it started."""
-    found = await context(request).store.lineage(workflow_id)
+    store = context(request).store
+    found = await store.lineage(workflow_id)
     return LineageView(
         run=RunView.of(found.run),
         parent=RunView.of(found.parent) if found.parent is not None else None,
         children=[RunView.of(c) for c in found.children],
+        **origins_view(await store.run_origins(found.run.run_id)),
     )
 
 

@@ -10,3 +10,11 @@ CREATE TABLE run_status (
     at      REAL    NOT NULL,
     PRIMARY KEY (run_id, name)
 );
+
+-- Where a resumed or forked run came from: the run whose history prefix it
+-- reuses (copied by the store in the transaction that starts it), how
+-- ('resume' or 'fork'), and the step it runs again from.
+ALTER TABLE runs ADD COLUMN origin_run_id TEXT;
+ALTER TABLE runs ADD COLUMN origin_kind TEXT;
+ALTER TABLE runs ADD COLUMN origin_step INTEGER;
+CREATE INDEX runs_origin ON runs (origin_run_id) WHERE origin_run_id IS NOT NULL;
