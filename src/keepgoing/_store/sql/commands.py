@@ -19,7 +19,7 @@ from typing import NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, encode
 from keepgoing._store import records as rec
-from keepgoing._store.sql import messaging, recovery, reviews, versions
+from keepgoing._store.sql import messaging, reviews, status, versions
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.transitions import PARENT_ENDED
@@ -215,7 +215,7 @@ def _apply_messaging(
     elif isinstance(command, ev.ReviewAbandoned):
         reviews.abandon_review(conn, run_id, command, now)
     elif isinstance(command, ev.StatusSet):
-        recovery.record_status(conn, run_id, command, now)
+        status.record_status(conn, run_id, command, now)
     elif isinstance(command, ev.EventWaitCancelled):
         # An event matched to a wait the workflow gave up on stays available.
         conn.execute(

@@ -4,9 +4,9 @@ A new run reuses the recorded prefix of an ended run instead of running it
 again: one transaction starts the run (its own ``WorkflowStarted``, with the
 new run id and input) and copies every later event before the *cut* with
 ``INSERT ... SELECT`` — the store's SQL, never a replay through workers. The
-steps still open at the cut get their task rows back (pending), and their
-timers (pending), so the new run's first activation replays the prefix and
-goes on from there, live.
+steps still open at the cut get their task rows back (pending), as do its
+timers (pending) and the progress it published, so the new run's first
+activation replays the prefix and goes on from there, live.
 
 **Where to cut.** Only before an ``ActivationCompleted`` marker: its group of
 commands goes with it, and every input before it is kept, delivered live to
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from keepgoing._history import events as ev
 from keepgoing._store import records as rec
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.status import record_status
 from keepgoing.errors import InvalidRequestError
 
 __all__ = ["Copy", "cut_before_step", "cut_for_resume", "copy_prefix"]
@@ -173,6 +174,9 @@ def copy_prefix(conn: sqlite3.Connection, c: Copy, events: Sequence[ev.Event]) -
                 *scheduled,
             ),
         )
+    published = {e.name: e for e in events if e.seq < c.cut and isinstance(e, ev.StatusSet)}
+    for marker in published.values():  # the progress the reused prefix published
+        record_status(conn, c.run_id, marker, marker.at)
     for cmd in timers:
         conn.execute(
             "INSERT INTO timers (run_id, cmd, fire_at, status) "

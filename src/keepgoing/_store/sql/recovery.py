@@ -1,10 +1,6 @@
 """The recovery facet's SQL (mixed into ``SqlStore``): published progress, resume,
-fork and their lineage. Resume and fork copy a history prefix (``prefix.py``).
-
-A ``StatusSet`` command is applied by :func:`record_status` in the commit that
-appends it (``commands.apply_commands``), so the row and the event are one
-write: a worker killed before the commit leaves neither, and the replay that
-follows produces the command again, which is dropped (a marker, never matched).
+fork and their lineage. Resume and fork copy a history prefix (``prefix.py``);
+the ``run_status`` rows are written by ``status.py``.
 """
 
 from __future__ import annotations
@@ -12,8 +8,6 @@ from __future__ import annotations
 import sqlite3
 from typing import Any, NamedTuple
 
-from keepgoing._history import events as ev
-from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
 from keepgoing._store.recovery_protocol import (
     Origin,
@@ -24,38 +18,14 @@ from keepgoing._store.recovery_protocol import (
 )
 from keepgoing._store.sql import prefix
 from keepgoing._store.sql import runs as ops
-from keepgoing._store.sql.rows import columns, every, one
+from keepgoing._store.sql.rows import every, one
+from keepgoing._store.sql.status import run_status
 from keepgoing.errors import InvalidRequestError, RunNotFoundError, WorkflowAlreadyRunningError
 
-__all__ = ["SqlRecoveryMixin", "record_status"]
+__all__ = ["SqlRecoveryMixin"]
 
 
-class _StatusRow(NamedTuple):
-    name: str
-    value: str
-    at: float
-
-
-def record_status(conn: sqlite3.Connection, run_id: str, command: ev.StatusSet, now: float) -> None:
-    """Keep ``command``'s value as its name's newest (the event is appended beside it)."""
-    text = encode(command.value, f"the value of status {command.name!r}")
-    conn.execute(
-        "INSERT INTO run_status (run_id, name, value, at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (run_id, name) DO UPDATE SET value = excluded.value, at = excluded.at",
-        (run_id, command.name, text, now),
-    )
-
-
-def run_status(conn: sqlite3.Connection, run_id: str, name: str | None) -> list[StatusValue]:
-    sql = f"SELECT {columns(_StatusRow)} FROM run_status WHERE run_id = ?"
-    params: tuple[Any, ...] = (run_id,)
-    if name is not None:
-        sql, params = sql + " AND name = ?", (run_id, name)
-    found = every(conn, _StatusRow, sql + " ORDER BY at, name", params)
-    return [StatusValue(r.name, loads(r.value), r.at) for r in found]
-
-
-def _ended(conn: sqlite3.Connection, workflow_id: str, doing: str) -> rec.RunRecord:
+def _ended(conn: sqlite3.Connection, workflow_id: str) -> rec.RunRecord:
     run = ops.find_run(conn, workflow_id)
     if run is None:
         raise RunNotFoundError(f"no run has workflow id {workflow_id!r}")
@@ -67,7 +37,7 @@ def _ended(conn: sqlite3.Connection, workflow_id: str, doing: str) -> rec.RunRec
 def resume_run(
     conn: sqlite3.Connection, workflow_id: str, run_id: str, revision: int | None, now: float
 ) -> RecordPair:
-    source = _ended(conn, workflow_id, "resume")
+    source = _ended(conn, workflow_id)
     if source.status not in ("failed", "cancelled"):
         raise InvalidRequestError(
             f"only a failed or cancelled run can be resumed; run {source.run_id} of "
@@ -91,7 +61,7 @@ def fork_run(
     revision: int | None,
     now: float,
 ) -> RecordPair:
-    source = _ended(conn, workflow_id, "fork")
+    source = _ended(conn, workflow_id)
     if source.status == "continued":
         raise InvalidRequestError(
             f"run {source.run_id} of {workflow_id!r} continued as a new run; fork that one"
