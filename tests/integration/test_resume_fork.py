@@ -14,7 +14,7 @@ import pytest
 import keepgoing
 from keepgoing._history import events as ev
 
-from ._support import Sandbox, Workers, of_type
+from ._support import Sandbox, Workers, of_type, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +43,8 @@ def test_a_run_failed_at_step_3_resumes_on_fixed_code_reusing_steps_1_and_2(
     assert _starts(kg, "r") == {1: 1, 2: 1, 3: 1, 4: 0, 5: 0}
     with pytest.raises(keepgoing.InvalidRequestError, match="from_step"):
         client.fork_workflow("res", 0)
+    with pytest.raises(keepgoing.InvalidRequestError, match="revision 7"):
+        client.resume_workflow("res", revision=7)
 
     broken.terminate()
     _fix(app)
@@ -159,3 +161,23 @@ def test_the_cli_resumes_forks_and_reads_status(
     assert bad.returncode != 0 and "--input" in bad.stderr
     missing = _cli(kg, "runs", "resume", "no-such")
     assert missing.returncode == 1 and "no-such" in missing.stderr
+
+
+@pytest.mark.timeout(90)
+def test_a_run_cancelled_in_a_step_resumes_back_into_that_step(
+    kg: Sandbox, workers: Workers, client: keepgoing.Client
+) -> None:
+    workers.start(kg.app("recovery"))
+    first = client.trigger_workflow("publishes", {"key": "c1"}, workflow_id="cancelled")
+    wait_until(lambda: kg.effects("start", "held", "c1"), 30, "the held step to start")
+    client.cancel_workflow("cancelled", reason="by mistake")
+    with pytest.raises(keepgoing.WorkflowCancelledError):
+        client.result(first, timeout=30)
+    token = client.get_status("cancelled", "token")
+
+    resumed = client.resume_workflow("cancelled")
+    assert client.get_status("cancelled", "stage") == "started"  # the reused prefix's value
+    wait_until(lambda: len(kg.effects("start", "held", "c1")) == 2, 30, "the step to run again")
+    kg.release("release-c1")
+    assert client.result(resumed, timeout=30) == token  # the same recorded uuid
+    assert client.get_status("cancelled", "stage") == "done"

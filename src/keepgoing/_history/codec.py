@@ -68,6 +68,7 @@ _OMITTED_WHEN_NONE = frozenset(
     {
         (ev.TaskScheduled, "task_queue"),
         (ev.TaskScheduled, "operation_id"),
+        (ev.WorkflowStarted, "seed"),
         (ev.TaskAttemptFailed, "cause"),
         (ev.TaskAttemptFailed, "actor"),
         (ev.TaskAttemptFailed, "via"),

@@ -93,6 +93,10 @@ class WorkflowStarted(Event):
     parent_workflow_id: str | None = None
     parent_run_id: str | None = None
     continued_from: str | None = None
+    #: The run id that seeds ``keepgoing.random()`` and ``uuid4()`` when it is not
+    #: this run's own: a resumed or forked run keeps its origin's, so the reused
+    #: prefix replays with the values it recorded. None (left out): ``run_id``.
+    seed: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

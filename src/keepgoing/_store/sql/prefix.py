@@ -8,19 +8,23 @@ steps still open at the cut get their task rows back (pending), as do its
 timers (pending) and the progress it published, so the new run's first
 activation replays the prefix and goes on from there, live.
 
-**Where to cut.** Only before an ``ActivationCompleted`` marker: its group of
+**Where to cut.** Before an ``ActivationCompleted`` marker (its group of
 commands goes with it, and every input before it is kept, delivered live to
-the new run's first activation (the marker's ``saw_upto`` never reaches past
-it). So a cut is clean whatever the workflow does:
+the new run's first activation: the marker's ``saw_upto`` never reaches past
+it), or at an input (every marker before it saw only earlier inputs). So a cut
+is clean whatever the workflow does:
 
 * a fork from step ``N`` cuts at the marker of the activation that scheduled
   step ``N``: steps scheduled before it keep their results, step ``N`` and
   everything after run again (with the new input, if one is given);
 * a resume of a run failed by a task cuts at the marker that scheduled the
   failed step (it runs again, on the current code); of a run that failed in
-  its own code or was cancelled, at the marker of the activation that ended
-  it (a cancelled run's ``CancelRequested`` is dropped too, so it goes back
-  into the step or wait it was cancelled in).
+  its own code, at the marker of the activation that ended it; of a cancelled
+  run, at its ``CancelRequested``, so it goes back into the steps and timers
+  it was cancelled in.
+
+The new run's ``WorkflowStarted`` carries ``seed``, its origin's run id, so
+``keepgoing.uuid4()`` and ``random()`` replay the prefix with its values.
 
 Waits this copy cannot re-create refuse the copy with the reason: an open
 external-event wait or a child run started in the prefix.
@@ -28,13 +32,16 @@ external-event wait or a child run started in the prefix.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from keepgoing._history import events as ev
+from keepgoing._history.codec import encode_at
 from keepgoing._store import records as rec
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.rows import value
 from keepgoing._store.sql.status import record_status
 from keepgoing.errors import InvalidRequestError
 
@@ -93,8 +100,10 @@ def cut_for_resume(events: Sequence[ev.Event]) -> tuple[int, int | None]:
             step = failed[-1].cmd
             return cut_before_step(events, step), step
         return _marker_before(events, end.seq), None
+    # Cut at the first CancelRequested, an input: every activation before it stays,
+    # so the run goes back into the steps and timers it was cancelled in.
     cancels = [e.seq for e in events if isinstance(e, ev.CancelRequested)]
-    return _marker_before(events, cancels[0] if cancels else end.seq), None
+    return (cancels[0] if cancels else _marker_before(events, end.seq)), None
 
 
 def _check_copyable(events: Sequence[ev.Event], cut: int) -> tuple[list[int], list[int]]:
@@ -120,9 +129,25 @@ def _check_copyable(events: Sequence[ev.Event], cut: int) -> tuple[list[int], li
     return open_tasks, timers
 
 
+def _check_revision(conn: sqlite3.Connection, queue: str, revision: int) -> None:
+    """Refuse a pin to a revision no group serving ``queue`` has (its run would never run)."""
+    found = value(
+        conn,
+        "SELECT COUNT(*) FROM group_revisions r JOIN worker_groups g ON g.name = r.group_name "
+        "WHERE g.task_queue = ? AND r.revision = ?",
+        (queue, revision),
+    )
+    if not found:
+        raise InvalidRequestError(
+            f"no worker group serving queue {queue!r} has a revision {revision}"
+        )
+
+
 def copy_prefix(conn: sqlite3.Connection, c: Copy, events: Sequence[ev.Event]) -> rec.RunRecord:
     """Start ``c``'s run with the source's history before ``c.cut`` (one transaction)."""
     open_tasks, timers = _check_copyable(events, c.cut)
+    if c.revision is not None:
+        _check_revision(conn, c.source.task_queue, c.revision)
     src = c.source
     ops.start_run(
         conn,
@@ -136,6 +161,14 @@ def copy_prefix(conn: sqlite3.Connection, c: Copy, events: Sequence[ev.Event]) -
             now=c.now,
             revision_of=src.run_id,
         ),
+    )
+    started = next(e for e in events if isinstance(e, ev.WorkflowStarted))
+    first = ops.read_history(conn, c.run_id, 0)[0]
+    assert isinstance(first, ev.WorkflowStarted)
+    seeded = dataclasses.replace(first, seed=started.seed or started.run_id)
+    conn.execute(
+        "UPDATE history SET body = ? WHERE run_id = ? AND seq = 1",
+        (encode_at(seeded, 1, first.at), c.run_id),
     )
     conn.execute(
         "INSERT INTO history (run_id, seq, type, at, body) "
