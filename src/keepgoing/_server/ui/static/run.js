@@ -3,6 +3,7 @@
 // history; lineage. Live while the run is open (SSE when the server streams a run's
 // events, else a bounded refresh).
 
+import { recoveryBox } from "./recovery.js";
 import { api, ApiError, clear, el, fmtDur, json, markerChips, offers, page, report, reviewAnchor, runBadge, runHref, runPath, statusBadge, timeEl, toast } from "./api.js";
 import { HistoryView } from "./history.js";
 import { renderInspector } from "./inspector.js";
@@ -244,6 +245,8 @@ function select(step, open) {
   state.shown = signature;
   state.selected = step.cmd;
   renderInspector(document.getElementById("inspector"), step, state.model);
+  const recovery = recoveryBox(state.run, step);
+  if (recovery) document.getElementById("inspector").append(recovery);
   if (open && window.matchMedia("(max-width: 900px)").matches) document.getElementById("inspector").focus();
 }
 
