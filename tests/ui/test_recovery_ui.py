@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ._stack import UiStack
+from ._stack import UiStack, wait_until
 from .conftest import sign_in
 
 pytestmark = pytest.mark.timeout(120)
@@ -41,4 +41,21 @@ def test_fork_from_here_makes_a_fork_and_the_diff_page_shows_the_two(
     assert page.locator("#diff-steps tbody tr").count() == 3
     assert "F-1" in page.text_content("#diff-input-a")
     assert "F-2" in page.text_content("#diff-input-b")
+    assert page.errors == []
+
+
+def test_resume_from_here_sends_a_cancelled_run_back_into_its_step(
+    context: Any, stack: UiStack
+) -> None:
+    stack.start("resume-ui", ticket="R-1", hold=True)
+    wait_until((stack.root / "holding-R-1").exists, 30, "enrich to be held")
+    with stack.api(stack.admin) as api:
+        assert api.post("/api/v1/runs/resume-ui/cancel", json={}).status_code == 202
+    stack.wait_status("resume-ui", "cancelled")
+    page = sign_in(context, stack, stack.admin, "/run?id=resume-ui")
+    _row(page, "enrich").click()
+    page.click("#resume-here")
+    page.wait_for_url(re.compile(r"/run\?id=resume-ui"))
+    stack.release("R-1")
+    stack.wait_status("resume-ui", "completed")
     assert page.errors == []
