@@ -30,9 +30,9 @@ from typing import Any
 import httpx
 
 from bench._harness import percentile
+from keepgoing._open_store import store_from_url
 from keepgoing._schedules import commands as ops
 from keepgoing._schedules.commands import Actor, ScheduleRequest
-from keepgoing._open_store import store_from_url
 
 TARGET_P99_MS = 100.0
 

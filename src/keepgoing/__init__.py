@@ -45,6 +45,7 @@ from keepgoing._workflow.messages import (
 )
 from keepgoing._workflow.runner import install_direct_runner as _install_direct_runner
 from keepgoing._workflow.schedule import Schedule
+from keepgoing._workflow.status import set_status
 from keepgoing._workflow.task import TaskDefinition, TaskHandle, task
 from keepgoing._workflow.workflow import WorkflowDefinition, workflow
 from keepgoing.errors import (
@@ -63,6 +64,7 @@ from keepgoing.errors import (
     InvalidStoreURLError,
     KeepgoingError,
     NondeterminismError,
+    NonRetryableError,
     OperationNotFoundError,
     OperationNotUncertainError,
     PayloadError,
@@ -119,6 +121,7 @@ __all__ = [
     "InvalidScheduleError",
     "InvalidStoreURLError",
     "KeepgoingError",
+    "NonRetryableError",
     "NondeterminismError",
     "Operation",
     "OperationNotFoundError",
@@ -177,6 +180,7 @@ __all__ = [
     "random",
     "register_secret",
     "send_message",
+    "set_status",
     "start_child",
     "task",
     "uuid4",

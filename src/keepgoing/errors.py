@@ -25,6 +25,7 @@ The tree::
     ├── WorkflowBlockedError             workflow_blocked
     ├── TaskFailedError                  task_failed
     ├── UncertainOutcome                 uncertain_outcome  (raised by a task: review)
+    ├── NonRetryableError                non_retryable      (raised by a task: no retry)
     ├── OperationNotFoundError           operation_not_found (also LookupError)
     ├── OperationNotUncertainError       operation_not_uncertain
     ├── WorkflowMessageTimeoutError      message_timeout    (also TimeoutError)
@@ -79,6 +80,7 @@ __all__ = [
     "InvalidScheduleError",
     "InvalidStoreURLError",
     "KeepgoingError",
+    "NonRetryableError",
     "NondeterminismError",
     "OperationNotFoundError",
     "OperationNotUncertainError",
@@ -314,6 +316,22 @@ class UncertainOutcome(KeepgoingError):
     """
 
     code = "uncertain_outcome"
+
+
+class NonRetryableError(KeepgoingError):
+    """Raised by a task (or subclassed) when retrying cannot help: the step fails at once.
+
+    However many ``retries`` the task has, an attempt that raises it is the
+    last; the step fails with ``TaskFailedError(reason="non_retryable")`` at
+    the workflow's ``await``, and the timeline says it was not retried because
+    the task raised ``NonRetryableError``. A run failed so can be resumed once
+    the cause is fixed (``Client.resume_workflow``).
+
+    Args:
+        message: why retrying cannot help (a rejected request, a bad value).
+    """
+
+    code = "non_retryable"
 
 
 class OperationNotFoundError(KeepgoingError, LookupError):

@@ -8,8 +8,8 @@ import pytest
 
 from keepgoing import Schedule, workflow
 from keepgoing._schedules import commands as ops
-from keepgoing._schedules.declared import DROPPED, sync_declared
 from keepgoing._schedules.commands import Actor
+from keepgoing._schedules.declared import DROPPED, sync_declared
 from keepgoing._store.protocol import Store
 from keepgoing._worker.worker import Worker
 from keepgoing._workflow.registry import Registry

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from keepgoing._clock import system_clock
+from keepgoing._open_store import store_from_url
 from keepgoing._schedules import commands as ops
 from keepgoing._schedules.commands import Actor, ScheduleRequest
 from keepgoing._schedules.service import Scheduler
 from keepgoing._store.protocol import Store
-from keepgoing._open_store import store_from_url
 
 ME = Actor("user", "tester")
 

@@ -108,6 +108,19 @@ class Backend(Protocol):
 
     def lineage(self, workflow_id: str) -> dict[str, Any]: ...
 
+    def get_status(self, workflow_id: str, key: str, wait: float | None) -> tuple[bool, Any]: ...
+
+    def resume(self, workflow_id: str, revision: int | None) -> WorkflowRunHandle: ...
+
+    def fork(
+        self,
+        source_id: str,
+        from_step: int,
+        input: Any,
+        workflow_id: str | None,
+        revision: int | None,
+    ) -> WorkflowRunHandle: ...
+
     def list_audit(self, query: AuditQuery) -> list[AuditEntry]: ...
 
     def list_workers(self) -> list[WorkerRecord]: ...

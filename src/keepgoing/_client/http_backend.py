@@ -343,12 +343,63 @@ class HttpBackend:
         )
         return _run(found["run"])
 
+    def get_status(self, workflow_id: str, key: str, wait: float | None) -> tuple[bool, Any]:
+        deadline = None if wait is None else system_clock.monotonic() + wait
+        while True:  # long polls of at most a minute each, until ``wait`` has passed
+            left = None if deadline is None else max(0.0, deadline - system_clock.monotonic())
+            params: dict[str, Any] = {"key": key}
+            if left is not None:
+                params["wait"] = min(left, 60.0)
+            found = self.call(
+                "GET",
+                f"{API}/runs/{_path(workflow_id)}/status",
+                idempotent=True,
+                params=params,
+                timeout=None if left is None else min(left, 60.0) + 30.0,
+            )
+            value = found["values"].get(key)
+            if value is not None:
+                return True, value["value"]
+            if left is None or left <= 0 or found["ended"]:
+                return False, None
+
+    def resume(self, workflow_id: str, revision: int | None) -> WorkflowRunHandle:
+        found = self.call(
+            "POST",
+            f"{API}/runs/{_path(workflow_id)}/resume",
+            idempotent=False,
+            json={"revision": revision},
+        )
+        run = found["run"]
+        return WorkflowRunHandle(run["workflow_name"], run["workflow_id"], run["run_id"])
+
+    def fork(
+        self,
+        source_id: str,
+        from_step: int,
+        input: Any,
+        workflow_id: str | None,
+        revision: int | None,
+    ) -> WorkflowRunHandle:
+        body: dict[str, Any] = {"from_step": from_step, "revision": revision}
+        if input is not None:
+            body["input"] = input
+        if workflow_id is not None:
+            body["workflow_id"] = workflow_id
+        found = self.call(
+            "POST", f"{API}/runs/{_path(source_id)}/fork", idempotent=False, json=body
+        )
+        run = found["run"]
+        return WorkflowRunHandle(run["workflow_name"], run["workflow_id"], run["run_id"])
+
     def lineage(self, workflow_id: str) -> dict[str, Any]:
         found = self.call("GET", f"{API}/runs/{_path(workflow_id)}/lineage", idempotent=True)
         return {
             "run": _run(found["run"]),
             "parent": _run(found["parent"]) if found["parent"] else None,
             "children": [_run(c) for c in found["children"]],
+            "origin": found.get("origin"),
+            "derived": found.get("derived", []),
         }
 
     def list_audit(self, query: AuditQuery) -> list[AuditEntry]:

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from keepgoing._schedules import commands as ops
+from keepgoing._schedules.commands import Actor, ScheduleInfo, ScheduleRequest
 from keepgoing._schedules.declared import (
     Declared,
     declared_from_body,
     declared_to_body,
     sync_declared,
 )
-from keepgoing._schedules.commands import Actor, ScheduleInfo, ScheduleRequest
 from keepgoing._store.schedules_protocol import ScheduleAction
 from keepgoing._worker.inprocess import local_clock
 from keepgoing._workflow.registry import registry

@@ -47,7 +47,7 @@ from keepgoing._store.records import (
     WorkerStop,
 )
 from keepgoing._store.worker_stops import KILLED_BY_REQUEST
-from keepgoing._views import operations
+from keepgoing._views import operations, recovery
 from keepgoing._views.batch import batch_lists, naming, refuse_repeats
 from keepgoing._views.batch import check_id as _check_id
 from keepgoing._views.batch import check_request_id as _check_request_id
@@ -418,12 +418,36 @@ class StoreBackend:
 
         return WorkflowRun.from_record(self._portal.call(unblock()))
 
+    def get_status(self, workflow_id: str, key: str, wait: float | None) -> tuple[bool, Any]:
+        found = self._portal.call(recovery.read_status(self._store, workflow_id, key, wait))
+        return found.value(key)
+
+    def resume(self, workflow_id: str, revision: int | None) -> WorkflowRunHandle:
+        actor = recovery.Actor("user", current_user(), "client")
+        new, _ = self._portal.call(recovery.resume(self._store, workflow_id, revision, actor))
+        return WorkflowRunHandle(new.workflow_name, new.workflow_id, new.run_id)
+
+    def fork(
+        self,
+        source_id: str,
+        from_step: int,
+        input: Any,
+        workflow_id: str | None,
+        revision: int | None,
+    ) -> WorkflowRunHandle:
+        actor = recovery.Actor("user", current_user(), "client")
+        work = recovery.fork(self._store, source_id, from_step, input, workflow_id, revision, actor)
+        new, _ = self._portal.call(work)
+        return WorkflowRunHandle(new.workflow_name, new.workflow_id, new.run_id)
+
     def lineage(self, workflow_id: str) -> dict[str, Any]:
         found = self._portal.call(self._store.lineage(workflow_id))
+        origins = self._portal.call(self._store.run_origins(found.run.run_id))
         return {
             "run": WorkflowRun.from_record(found.run),
             "parent": WorkflowRun.from_record(found.parent) if found.parent else None,
             "children": [WorkflowRun.from_record(c) for c in found.children],
+            **recovery.origins_view(origins),
         }
 
     def list_audit(self, query: AuditQuery) -> list[AuditEntry]:

@@ -52,6 +52,7 @@ _CLASSES: dict[str, type[ev.Event]] = {
         ev.MemoryCommitted,
         ev.PatchMarked,
         ev.ReviewAbandoned,
+        ev.StatusSet,
     )
 }
 
@@ -67,6 +68,7 @@ _OMITTED_WHEN_NONE = frozenset(
     {
         (ev.TaskScheduled, "task_queue"),
         (ev.TaskScheduled, "operation_id"),
+        (ev.WorkflowStarted, "seed"),
         (ev.TaskAttemptFailed, "cause"),
         (ev.TaskAttemptFailed, "actor"),
         (ev.TaskAttemptFailed, "via"),

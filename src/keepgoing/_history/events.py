@@ -40,6 +40,7 @@ __all__ = [
     "PatchMarked",
     "REVIEW_PREFIX",
     "ReviewAbandoned",
+    "StatusSet",
     "TaskCancelRequested",
     "UNMATCHED",
     "WorkflowCancelled",
@@ -92,6 +93,10 @@ class WorkflowStarted(Event):
     parent_workflow_id: str | None = None
     parent_run_id: str | None = None
     continued_from: str | None = None
+    #: The run id that seeds ``keepgoing.random()`` and ``uuid4()`` when it is not
+    #: this run's own: a resumed or forked run keeps its origin's, so the reused
+    #: prefix replays with the values it recorded. None (left out): ``run_id``.
+    seed: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -433,5 +438,24 @@ class ReviewAbandoned(Event):
         return ("ReviewAbandoned", self.cmd, self.operation_id)
 
 
+@dataclass(frozen=True, kw_only=True)
+class StatusSet(Event):
+    """The workflow published ``value`` under ``name`` (``keepgoing.set_status``): the
+    progress a UI or another service reads without reading the history.
+
+    Recorded with the activation's commands but never matched by replay (as
+    ``PatchMarked``): a replay produces it again and it is dropped, so a value
+    is written once, by the activation that first reached it. The store keeps
+    the newest value per name in ``run_status``, written in the same commit.
+    """
+
+    ROLE: ClassVar[str] = "command"
+    name: str
+    value: Any = None
+
+    def key(self) -> tuple[str, int, str]:
+        return ("StatusSet", 0, self.name)
+
+
 #: Command-role events that replay never matches: markers, not decisions.
-UNMATCHED: tuple[type[Event], ...] = (PatchMarked, ReviewAbandoned)
+UNMATCHED: tuple[type[Event], ...] = (PatchMarked, ReviewAbandoned, StatusSet)

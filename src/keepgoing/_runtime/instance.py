@@ -309,6 +309,8 @@ class WorkflowInstance:
         if self.waits.deliver(event):
             return
         if isinstance(event, ev.WorkflowStarted):
+            if event.seed is not None:  # a resumed or forked run draws its origin's values
+                self.rng = _random.Random(event.seed)
             self.parent_workflow_id = event.parent_workflow_id
             self.started_at = event.at
             self._main = self.loop.create_task(self._run_main(event.input))

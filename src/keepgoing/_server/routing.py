@@ -6,7 +6,8 @@ decoded to ``t/history`` and answer the history of run ``t``. So
 :class:`RunPaths` reads the path as the client sent it: an encoded ``%2F``
 belongs to the id; a literal ``/`` followed by ``history``, ``result``,
 ``lineage``, ``cancel``, ``messages``, ``unblock``, ``migrate``, ``logs``, ``steps``,
-``model``, ``stream`` or ``kill-worker`` as the last segment names that call,
+``model``, ``stream``, ``kill-worker``, ``status``, ``resume`` or ``fork`` as the last
+segment names that call,
 and any other literal ``/`` belongs to the id too (``/runs/a/b`` is run
 ``a/b``). It passes the id on percent-encoded as one segment, which the
 ``kgid`` convertor of the routes decodes again.
@@ -40,6 +41,9 @@ ACTIONS = frozenset(
         "model",
         "stream",
         "kill-worker",
+        "status",
+        "resume",
+        "fork",
     }
 )
 

@@ -270,6 +270,10 @@ class LineageView(_Response):
     run: RunView
     parent: RunView | None
     children: list[RunView]
+    #: The run this one was resumed or forked from, and the runs made from it:
+    #: ``{"workflow_id", "run_id", "kind": "resume" | "fork", "step"}`` each.
+    origin: dict[str, Any] | None = None
+    derived: list[dict[str, Any]] = []
 
 
 # -- messages, events, cancellation ----------------------------------------------------------

@@ -27,6 +27,8 @@ PERMISSIONS: tuple[str, ...] = (
     "messages.send",
     "events.publish",
     "runs.cancel",
+    "runs.resume",
+    "runs.fork",
     "volumes.read",
     "volumes.write",
     "groups.read",

@@ -57,6 +57,7 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
+from keepgoing._store.recovery_protocol import RecoveryStore
 from keepgoing._store.schedules_protocol import ScheduleStore
 from keepgoing._store.volumes_protocol import VolumeStore
 
@@ -72,6 +73,7 @@ class Store(
     GroupStore,
     RevisionStore,
     ScheduleStore,
+    RecoveryStore,
     abc.ABC,
 ):
     """Durable state of every run. One instance per process is enough; it is task-safe."""

@@ -280,7 +280,8 @@ class TaskOutcome:
     """How one attempt ended. Exactly one of ``result``/``error`` is meaningful.
 
     ``ok`` True means it returned ``result``. Otherwise ``error`` describes the
-    failure and ``reason`` is ``"error"`` (the task raised) or ``"timeout"``.
+    failure and ``reason`` is ``"error"`` (the task raised), ``"timeout"``,
+    ``"uncertain"`` or ``"non_retryable"`` (then ``cause`` says which rule).
     ``volume_commits`` are the attempt's staged volume writes: a successful
     outcome commits them with the completion; a failed one ignores them.
     """
@@ -297,6 +298,8 @@ class TaskOutcome:
     error: ErrorInfo | None = None
     reason: str = "error"
     volume_commits: tuple[StagedCommit, ...] = ()
+    #: Why an attempt with reason ``"non_retryable"`` is not retried (``retry_policy``).
+    cause: str | None = None
     #: What the attempt printed, stored with the outcome (None: nothing captured).
     logs: AttemptLog | None = None
 

@@ -8,6 +8,9 @@ against neither, and neither does an attempt a stopping worker handed back,
 unless the task's own code stopped that worker (``worker_stops.BY_TASK``).
 An attempt that raised ``UncertainOutcome`` (reason ``"uncertain"``) is never
 retried: its write may have happened, so the step waits for a review instead.
+Nor is one the task's rules say cannot succeed again (reason
+``"non_retryable"``: ``NonRetryableError``, ``give_up_on``, ``retry_on``;
+``_workflow/retry_policy.py``): the step fails at once.
 Backoff starts at ``retry_delay``, doubles per failure, is capped, and has
 +/-20% jitter. Without ``retry_delay`` a retry is due at once.
 """
@@ -22,6 +25,7 @@ from keepgoing._store.worker_stops import counts_as_loss
 
 __all__ = [
     "BACKOFF_CAP",
+    "NON_RETRYABLE",
     "PARENT_ENDED",
     "OVER_BUDGET",
     "UNCERTAIN",
@@ -40,6 +44,9 @@ UNCERTAIN = "uncertain"
 #: The reason of an attempt that raised ``BudgetExceededError``: a gateway key is over
 #: one of its limits, so another attempt now would be refused the same way.
 OVER_BUDGET = "budget_exceeded"
+
+#: The reason of an attempt whose error the task's rules say is not retried.
+NON_RETRYABLE = "non_retryable"
 _jitter = random.Random()
 
 
@@ -77,8 +84,9 @@ def decide_failure(
     ``failures`` and ``worker_losses`` are the counts *before* this attempt;
     ``cause`` is why the worker stopped, for a loss (``_store/worker_stops.py``).
     """
-    if reason == UNCERTAIN:
-        # The write may have happened: another attempt could apply it twice.
+    if reason in (UNCERTAIN, NON_RETRYABLE):
+        # Uncertain: the write may have happened, another attempt could apply it twice.
+        # Non-retryable: the task said another attempt cannot succeed.
         return FailureDecision(failures + 1, worker_losses, None)
     if reason == OVER_BUDGET:
         # Over a key's limit: fails the step at once (never retried blindly).

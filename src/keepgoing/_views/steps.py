@@ -45,6 +45,8 @@ from keepgoing._store import worker_stops
 from keepgoing._store.gateway_protocol import UsageQuery, UsageRow
 from keepgoing._store.inspect_protocol import TaskState
 from keepgoing._store.records import AuditEntry
+from keepgoing._store.transitions import NON_RETRYABLE
+from keepgoing._workflow import retry_policy
 
 __all__ = [
     "AttemptView",
@@ -296,7 +298,7 @@ def _failed_attempt(e: ev.TaskAttemptFailed) -> AttemptView:
         error=_error(e.error),
         cause=e.cause or e.reason,
         retry_at=e.retry_at,
-        cause_text=worker_stops.describe(e.reason, e.cause, e.actor, e.via),
+        cause_text=worker_stops.describe(e.reason, e.cause, e.actor, e.via) or _not_retried(e),
         seq=e.seq,
     )
     if e.cause == worker_stops.KILLED_BY_REQUEST:
@@ -305,6 +307,11 @@ def _failed_attempt(e: ev.TaskAttemptFailed) -> AttemptView:
         view.via = e.via
         view.counted = worker_stops.counts_as_loss(e.reason, e.cause)
     return view
+
+
+def _not_retried(e: ev.TaskAttemptFailed) -> str | None:
+    """Why an attempt the task's retry rules stopped was not retried (``retry_policy``)."""
+    return retry_policy.describe(e.cause, e.error.type) if e.reason == NON_RETRYABLE else None
 
 
 def _reuse(step: StepView, lost: list[tuple[int, str]], activations: list[tuple[int, str]]) -> None:

@@ -19,12 +19,13 @@ from keepgoing._runtime.context import TaskContext, task_context
 from keepgoing._runtime.instance import error_info
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AttemptLog, TaskClaim, TaskOutcome
-from keepgoing._store.transitions import OVER_BUDGET, UNCERTAIN
+from keepgoing._store.transitions import NON_RETRYABLE, OVER_BUDGET, UNCERTAIN
 from keepgoing._store.volume_records import StagedCommit
 from keepgoing._volumes.staging import AttemptVolumes, attempt_volumes
 from keepgoing._worker import logs
 from keepgoing._worker.redact import redact_error
 from keepgoing._worker.threads import TaskThreads
+from keepgoing._workflow.retry_policy import not_retried
 from keepgoing._workflow.task import TaskDefinition
 from keepgoing.errors import BudgetExceededError, UncertainOutcome
 
@@ -66,7 +67,8 @@ async def run_attempt(
         )
     value: Any = None
     error: ErrorInfo | None = None  # set when the attempt failed
-    reason = "error"
+    # The reason it failed, and for one not retried, the rule that said so.
+    why: tuple[str, str | None] = ("error", None)
     capture = _capture() if capture_logs else None
     token = task_context.set(ctx)
     volumes_token = attempt_volumes.set(staged)
@@ -80,19 +82,19 @@ async def run_attempt(
             except TimeoutError as exc:
                 if scope.expired():
                     raise
-                error = error_info(exc)
+                error, why = error_info(exc), _why(exc, definition)
             except Exception as exc:  # the task's own failure: recorded, maybe retried
-                error, reason = error_info(exc), _reason(exc)
+                error, why = error_info(exc), _why(exc, definition)
             except BaseException as exc:
                 # sys.exit(), SystemExit, KeyboardInterrupt raised by the task's code are
                 # its failure too, not the worker's; only the engine's own cancellation
                 # (a timeout, a lost lease, a shutdown) goes on up.
                 if _engine_signal(exc):
                     raise
-                error, reason = error_info(exc), _reason(exc)
+                error, why = error_info(exc), _why(exc, definition)
     except TimeoutError:
         message = f"attempt {claim.attempt} exceeded its timeout of {claim.timeout:g}s"
-        error, reason = ErrorInfo(type="TimeoutError", message=message), "timeout"
+        error, why = ErrorInfo(type="TimeoutError", message=message), ("timeout", None)
     finally:
         # A destroyed attempt closes in another context, where the token is foreign.
         with contextlib.suppress(ValueError):
@@ -116,7 +118,7 @@ async def run_attempt(
     log = _log(capture, claim, worker_id, clock) if capture is not None and capture.size else None
     if error is None:
         return _outcome(claim, worker_id, clock, result=value, volume_commits=commits, logs=log)
-    return _outcome(claim, worker_id, clock, error=error, reason=reason, logs=log)
+    return _outcome(claim, worker_id, clock, error=error, reason=why[0], cause=why[1], logs=log)
 
 
 def failed_outcome(
@@ -175,6 +177,7 @@ def _outcome(
     result: Any = None,
     error: ErrorInfo | None = None,
     reason: str = "error",
+    cause: str | None = None,
     volume_commits: tuple[StagedCommit, ...] = (),
     logs: AttemptLog | None = None,
 ) -> TaskOutcome:
@@ -191,6 +194,7 @@ def _outcome(
         result=result,
         error=None if error is None else redact_error(error),
         reason=reason,
+        cause=cause,
         volume_commits=volume_commits,
         logs=logs,
     )
@@ -204,6 +208,16 @@ def _reason(exc: BaseException) -> str:
     if _holds_uncertain(exc, 0):
         return UNCERTAIN
     return OVER_BUDGET if isinstance(exc, BudgetExceededError) else "error"
+
+
+def _why(exc: BaseException, definition: TaskDefinition[..., Any]) -> tuple[str, str | None]:
+    """:func:`_reason`, then the task's retry rules (``retry_policy``) on the exception
+    itself: the reason, and for an attempt not retried, the rule that said so."""
+    reason = _reason(exc)
+    cause = not_retried(exc, definition.retry_on, definition.give_up_on)
+    if reason == UNCERTAIN or cause is None:
+        return reason, None
+    return NON_RETRYABLE, cause
 
 
 def _holds_uncertain(exc: BaseException, depth: int) -> bool:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from keepgoing._backoff import backoff
 from keepgoing._clock import Clock, system_clock
-from keepgoing._schedules.declared import sync_declared
 from keepgoing._schedules.commands import Actor
+from keepgoing._schedules.declared import sync_declared
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
     ActivationClaim,

@@ -13,6 +13,7 @@ from keepgoing._runtime.instance import TaskSpec
 from keepgoing._workflow._callables import bind_arguments, check_call, origin_of
 from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.registry import registry
+from keepgoing._workflow.retry_policy import ErrorTypes, check_overlap, exception_types
 from keepgoing._workflow.review import UNCERTAIN, settle_uncertain
 from keepgoing.errors import TaskFailedError
 
@@ -86,6 +87,8 @@ class TaskDefinition(Generic[P, R]):
         image: object | None = None,
         reconcile: Callable[..., Any] | None = None,
         max_worker_losses: int = 3,
+        retry_on: object = None,
+        give_up_on: object = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@task needs a function, not {type(fn).__name__}")
@@ -101,6 +104,13 @@ class TaskDefinition(Generic[P, R]):
             raise ValueError(f"timeout of task {self.name!r} must be longer than zero")
         if reconcile is not None and not callable(reconcile):
             raise TypeError(f"reconcile of task {self.name!r} must be callable")
+        self.retry_on: ErrorTypes | None = (
+            None if retry_on is None else exception_types(retry_on, "retry_on", self.name)
+        )
+        self.give_up_on: ErrorTypes | None = (
+            None if give_up_on is None else exception_types(give_up_on, "give_up_on", self.name)
+        )
+        check_overlap(self.retry_on, self.give_up_on, self.name)
         self.fn = fn
         self.description = description or inspect.getdoc(fn)
         self.image = image
@@ -198,6 +208,8 @@ def task(
     image: object | None = None,
     reconcile: Callable[..., Any] | None = None,
     max_worker_losses: int = 3,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+    give_up_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
 ) -> _TaskDecorator: ...
 
 
@@ -213,6 +225,8 @@ def task(
     image: object | None = None,
     reconcile: Callable[..., Any] | None = None,
     max_worker_losses: int = 3,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+    give_up_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
 ) -> Any:
     """Make a function a workflow step.
 
@@ -227,9 +241,14 @@ def task(
             a non-None return completes the step without running it again.
         max_worker_losses: attempts lost with their worker that are retried,
             counted apart from ``retries``.
+        retry_on: the exception types that are retried; any other error fails
+            the step at once (default: every error is retried).
+        give_up_on: exception types that are never retried. A
+            ``NonRetryableError`` (or a subclass) is never retried either.
 
     Raises:
         InvalidDurationError: a malformed ``retry_delay`` or ``timeout``.
+        TypeError: ``retry_on``/``give_up_on`` are not exception types, or overlap.
         DuplicateNameError: the name is already used by a task defined elsewhere.
     """
 
@@ -244,6 +263,8 @@ def task(
             image=image,
             reconcile=reconcile,
             max_worker_losses=max_worker_losses,
+            retry_on=retry_on,
+            give_up_on=give_up_on,
         )
 
     return wrap(fn) if fn is not None else wrap

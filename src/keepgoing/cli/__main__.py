@@ -11,6 +11,7 @@ from keepgoing.cli import history as _history  # noqa: F401
 from keepgoing.cli import messages as _messages  # noqa: F401
 from keepgoing.cli import operations as _operations  # noqa: F401
 from keepgoing.cli import orchestrator as _orchestrator  # noqa: F401
+from keepgoing.cli import recovery as _recovery  # noqa: F401
 from keepgoing.cli import replay as _replay  # noqa: F401
 from keepgoing.cli import runs as _runs  # noqa: F401
 from keepgoing.cli import schedules as _schedules  # noqa: F401

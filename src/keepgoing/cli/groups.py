@@ -444,7 +444,6 @@ def serve_groups(
     from keepgoing._open_store import store_from_url  # noqa: PLC0415
     from keepgoing._procinfo import refuse_inspection  # noqa: PLC0415
     from keepgoing._schedules.service import Scheduler  # noqa: PLC0415
-    from keepgoing._open_store import store_from_url  # noqa: PLC0415
     from keepgoing._worker.orchestrator import Orchestrator  # noqa: PLC0415
 
     setup_logging(verbose)

@@ -78,7 +78,12 @@ def list_command(
     store: StoreOption = None,
     json: JsonOption = False,
 ) -> None:
-    """List schedules, with their next fire time."""
+    """List schedules, with their next fire time.
+
+    Example:
+
+        keepgoing schedules ls
+    """
     with cli_errors(), open_client(url, token, store) as client:
         found = client.list_schedules()
         if json:
@@ -106,7 +111,12 @@ def show_command(
     store: StoreOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Its spec and state, next five fire times and last ten actions."""
+    """Its spec and state, next five fire times and last ten actions.
+
+    Example:
+
+        keepgoing schedules show weekly-digest
+    """
     with cli_errors(), open_client(url, token, store) as client:
         info = client.get_schedule(schedule_id)
         emit_json(info.to_body()) if json else _show(info)
@@ -134,7 +144,12 @@ def create_command(
     store: StoreOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Create a schedule."""
+    """Create a schedule.
+
+    Example:
+
+        keepgoing schedules create weekly-digest support_digest --cron "0 7 * * 1" --timezone Europe/Paris
+    """
     with cli_errors(), open_client(url, token, store) as client:
         info = client.create_schedule(
             schedule_id,
@@ -162,7 +177,12 @@ def pause_command(
     token: TokenOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Stop starting slots."""
+    """Stop starting slots.
+
+    Example:
+
+        keepgoing schedules pause weekly-digest --note "CRM maintenance"
+    """
     with cli_errors(), open_client(url, token, store) as client:
         client.pause_schedule(schedule_id, note=note)
         console.print(f"paused {schedule_id}")
@@ -176,7 +196,12 @@ def unpause_command(
     token: TokenOption = None,
     store: StoreOption = None,
 ) -> None:
-    """Start slots again, from the next one (missed ones are not made up)."""
+    """Start slots again, from the next one (missed ones are not made up).
+
+    Example:
+
+        keepgoing schedules unpause weekly-digest
+    """
     with cli_errors(), open_client(url, token, store) as client:
         info = client.unpause_schedule(schedule_id, note=note)
         upcoming = slot_iso(info.next_fire_times[0]) if info.next_fire_times else "none"
@@ -191,7 +216,12 @@ def trigger_command(
     store: StoreOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Act on a slot now (under the overlap policy)."""
+    """Act on a slot now (under the overlap policy).
+
+    Example:
+
+        keepgoing schedules trigger weekly-digest
+    """
     with cli_errors(), open_client(url, token, store) as client:
         action = client.trigger_schedule(schedule_id)
         if json:
@@ -211,7 +241,12 @@ def backfill_command(
     store: StoreOption = None,
     json: JsonOption = False,
 ) -> None:
-    """Act on every slot in [START, END] with no action yet: one run per slot."""
+    """Act on every slot in [START, END] with no action yet: one run per slot.
+
+    Example:
+
+        keepgoing schedules backfill weekly-digest 2026-11-02T00:00:00Z 2026-11-30T00:00:00Z
+    """
     with cli_errors(), open_client(url, token, store) as client:
         actions = client.backfill_schedule(
             schedule_id, _moment(start, "start"), _moment(end, "end"), overlap=overlap
@@ -229,7 +264,12 @@ def backfill_command(
 def rm_command(
     schedule_id: Id, url: UrlOption = None, token: TokenOption = None, store: StoreOption = None
 ) -> None:
-    """Delete a schedule (its runs stay)."""
+    """Delete a schedule (its runs stay).
+
+    Example:
+
+        keepgoing schedules rm weekly-digest
+    """
     with cli_errors(), open_client(url, token, store) as client:
         client.delete_schedule(schedule_id)
         console.print(f"deleted {schedule_id}")

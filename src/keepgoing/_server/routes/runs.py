@@ -39,6 +39,7 @@ from keepgoing._store.inspect_protocol import RunCursor, RunFilter
 from keepgoing._store.records import TERMINAL, AuditEntry, CancelRequest, RunRecord, StartRequest
 from keepgoing._views.catalog import check_start
 from keepgoing._views.queues import serving
+from keepgoing._views.recovery import origins_view
 from keepgoing._views.waiting import Served
 from keepgoing._workflow.inputs import start_input
 from keepgoing.errors import WorkflowAlreadyRunningError
@@ -242,11 +243,13 @@ async def result(
 )
 async def lineage(workflow_id: WorkflowIdPath, request: Request, _: ReadsRuns) -> LineageView:
     """The newest run of the workflow id, the run that started it, and the runs it started."""
-    found = await context(request).store.lineage(workflow_id)
+    store = context(request).store
+    found = await store.lineage(workflow_id)
     return LineageView(
         run=RunView.of(found.run),
         parent=RunView.of(found.parent) if found.parent is not None else None,
         children=[RunView.of(c) for c in found.children],
+        **origins_view(await store.run_origins(found.run.run_id)),
     )
 
 

@@ -15,8 +15,8 @@ from fastapi import APIRouter, Path, Request
 from pydantic import Field
 
 from keepgoing._schedules import commands as ops
-from keepgoing._schedules.declared import declared_from_body, sync_declared
 from keepgoing._schedules.commands import Actor, ScheduleRequest
+from keepgoing._schedules.declared import declared_from_body, sync_declared
 from keepgoing._server.auth import Principal, ReadsSchedules, WritesSchedules
 from keepgoing._server.context import context
 from keepgoing._server.routes._common import PREFIX, STRICT, documented

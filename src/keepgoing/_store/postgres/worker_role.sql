@@ -16,7 +16,7 @@
 GRANT USAGE ON SCHEMA {schema} TO {role};
 GRANT SELECT ON keepgoing_schema TO {role};
 GRANT SELECT, INSERT, UPDATE, DELETE ON
-    runs, history, tasks, timers, events, event_waits, run_patches,
+    runs, history, tasks, timers, events, event_waits, run_patches, run_status,
     workflow_catalog, workers, worker_stops,
     volumes, volume_refs, volume_versions, volume_objects,
     attempt_logs, service_leases,

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, encode
 from keepgoing._store import records as rec
-from keepgoing._store.sql import history, leases, messaging, reviews, versions
+from keepgoing._store.sql import history, leases, messaging, reviews, status, versions
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, one, value
@@ -212,6 +212,8 @@ def _apply_messaging(conn: Connection, run: ops.CommandRun, command: ev.Event, n
         )
     elif isinstance(command, ev.ReviewAbandoned):
         reviews.abandon_review(conn, run_id, command, now)
+    elif isinstance(command, ev.StatusSet):
+        status.record_status(conn, run_id, command, now)
     elif isinstance(command, ev.EventWaitCancelled):
         # An event matched to a wait the workflow gave up on stays available.
         conn.execute(

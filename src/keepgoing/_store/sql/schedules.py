@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -40,6 +39,7 @@ from keepgoing._store.schedules_protocol import (
 )
 from keepgoing._store.sql import commands
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import every, one, value
 from keepgoing.errors import (
     ScheduleExistsError,
@@ -130,7 +130,7 @@ def _params(s: ScheduleRecord) -> tuple[Any, ...]:
     )
 
 
-def create(conn: sqlite3.Connection, s: ScheduleRecord) -> ScheduleRecord:
+def create(conn: Connection, s: ScheduleRecord) -> ScheduleRecord:
     row = one(
         conn,
         _Schedule,
@@ -147,7 +147,7 @@ def create(conn: sqlite3.Connection, s: ScheduleRecord) -> ScheduleRecord:
     return row.record()
 
 
-def update(conn: sqlite3.Connection, s: ScheduleRecord) -> ScheduleRecord:
+def update(conn: Connection, s: ScheduleRecord) -> ScheduleRecord:
     row = one(
         conn,
         _Schedule,
@@ -161,7 +161,7 @@ def update(conn: sqlite3.Connection, s: ScheduleRecord) -> ScheduleRecord:
     return row.record()
 
 
-def get(conn: sqlite3.Connection, schedule_id: str, lock: bool = False) -> ScheduleRecord | None:
+def get(conn: Connection, schedule_id: str, lock: bool = False) -> ScheduleRecord | None:
     locking = " /*FOR UPDATE*/" if lock else ""
     row = one(
         conn,
@@ -172,12 +172,12 @@ def get(conn: sqlite3.Connection, schedule_id: str, lock: bool = False) -> Sched
     return row.record() if row is not None else None
 
 
-def list_all(conn: sqlite3.Connection) -> list[ScheduleRecord]:
+def list_all(conn: Connection) -> list[ScheduleRecord]:
     rows = every(conn, _Schedule, f"SELECT {_SCHEDULE} FROM schedules ORDER BY schedule_id")
     return [r.record() for r in rows]
 
 
-def delete(conn: sqlite3.Connection, schedule_id: str) -> bool:
+def delete(conn: Connection, schedule_id: str) -> bool:
     conn.execute("DELETE FROM schedule_actions WHERE schedule_id = ?", (schedule_id,))
     gone: bool = (
         conn.execute("DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,)).rowcount > 0
@@ -185,7 +185,7 @@ def delete(conn: sqlite3.Connection, schedule_id: str) -> bool:
     return gone
 
 
-def actions(conn: sqlite3.Connection, schedule_id: str, limit: int) -> list[ScheduleAction]:
+def actions(conn: Connection, schedule_id: str, limit: int) -> list[ScheduleAction]:
     rows = every(
         conn,
         _Action,
@@ -196,7 +196,7 @@ def actions(conn: sqlite3.Connection, schedule_id: str, limit: int) -> list[Sche
     return [r.record() for r in rows]
 
 
-def of_run(conn: sqlite3.Connection, run_id: str) -> ScheduleAction | None:
+def of_run(conn: Connection, run_id: str) -> ScheduleAction | None:
     row = one(conn, _Action, f"SELECT {_ACTION} FROM schedule_actions WHERE run_id = ?", (run_id,))
     return row.record() if row is not None else None
 
@@ -211,7 +211,7 @@ _RUN_OPEN = (
 )
 
 
-def due(conn: sqlite3.Connection, now: float, limit: int) -> list[ScheduleRecord]:
+def due(conn: Connection, now: float, limit: int) -> list[ScheduleRecord]:
     columns = ", ".join(f"s.{c.strip()}" for c in _SCHEDULE.split(","))
     rows = every(
         conn,
@@ -223,14 +223,14 @@ def due(conn: sqlite3.Connection, now: float, limit: int) -> list[ScheduleRecord
     return [r.record() for r in rows]
 
 
-def next_due(conn: sqlite3.Connection) -> float | None:
+def next_due(conn: Connection) -> float | None:
     when: float | None = value(conn, "SELECT MIN(next_due_at) FROM schedules WHERE paused = 0")
     return when
 
 
 # -- firing ------------------------------------------------------------------------
 def fire(
-    conn: sqlite3.Connection,
+    conn: Connection,
     schedule_id: str,
     slots: Sequence[FireSlot],
     move: tuple[float | None, float | None, float | None] | None,
@@ -256,7 +256,7 @@ def fire(
 
 
 def _act(
-    conn: sqlite3.Connection, sched: ScheduleRecord, slot: FireSlot, now: float
+    conn: Connection, sched: ScheduleRecord, slot: FireSlot, now: float
 ) -> ScheduleAction | None:
     wid = slot_workflow_id(sched.schedule_id, slot.slot_at)
     acted = value(
@@ -288,7 +288,7 @@ def _act(
 
 
 def _start(
-    conn: sqlite3.Connection, sched: ScheduleRecord, action: ScheduleAction, now: float
+    conn: Connection, sched: ScheduleRecord, action: ScheduleAction, now: float
 ) -> ScheduleAction:
     run_id = uuid.uuid4().hex
     request = rec.StartRequest(
@@ -318,7 +318,7 @@ def _start(
     return _record(conn, started)
 
 
-def _promote(conn: sqlite3.Connection, sched: ScheduleRecord, now: float) -> list[ScheduleAction]:
+def _promote(conn: Connection, sched: ScheduleRecord, now: float) -> list[ScheduleAction]:
     """Start the oldest buffered slot once no run of the schedule is open."""
     if _open_runs(conn, sched.schedule_id):
         return []
@@ -334,7 +334,7 @@ def _promote(conn: sqlite3.Connection, sched: ScheduleRecord, now: float) -> lis
     return [_start(conn, sched, row.record(), now)]
 
 
-def _record(conn: sqlite3.Connection, a: ScheduleAction) -> ScheduleAction:
+def _record(conn: Connection, a: ScheduleAction) -> ScheduleAction:
     conn.execute(
         "INSERT INTO schedule_actions (schedule_id, slot_at, kind, status, workflow_id, "
         "created_at, run_id, reason, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
@@ -355,7 +355,7 @@ def _record(conn: sqlite3.Connection, a: ScheduleAction) -> ScheduleAction:
     return a
 
 
-def _open_runs(conn: sqlite3.Connection, schedule_id: str) -> list[_RunId]:
+def _open_runs(conn: Connection, schedule_id: str) -> list[_RunId]:
     return every(
         conn,
         _RunId,
@@ -366,7 +366,7 @@ def _open_runs(conn: sqlite3.Connection, schedule_id: str) -> list[_RunId]:
     )
 
 
-def _buffered(conn: sqlite3.Connection, schedule_id: str) -> int:
+def _buffered(conn: Connection, schedule_id: str) -> int:
     count: int = value(
         conn,
         "SELECT COUNT(*) FROM schedule_actions WHERE schedule_id = ? AND status = 'buffered'",
@@ -375,9 +375,7 @@ def _buffered(conn: sqlite3.Connection, schedule_id: str) -> int:
     return count
 
 
-def _cancel(
-    conn: sqlite3.Connection, schedule_id: str, run: _RunId, slot: float, now: float
-) -> None:
+def _cancel(conn: Connection, schedule_id: str, run: _RunId, slot: float, now: float) -> None:
     request = rec.CancelRequest(
         workflow_id=run.workflow_id,
         reason=f"schedule {schedule_id!r} (overlap=cancel_other) fires slot {slot_iso(slot)}",

@@ -20,6 +20,7 @@ from typing import Any
 
 from keepgoing._history.events import (
     Event,
+    StatusSet,
     TaskScheduled,
     WorkflowCancelled,
     WorkflowCompleted,
@@ -49,6 +50,7 @@ from keepgoing._store.sql.gateway import SqlGatewayMixin
 from keepgoing._store.sql.groups import SqlGroupsMixin
 from keepgoing._store.sql.inspect import SqlInspectMixin, save_attempt_log
 from keepgoing._store.sql.observe import SqlObserveMixin
+from keepgoing._store.sql.recovery import SqlRecoveryMixin
 from keepgoing._store.sql.revisions import SqlRevisionsMixin
 from keepgoing._store.sql.schedules import SqlSchedulesMixin
 from keepgoing._store.sql.volumes import SqlVolumesMixin
@@ -66,6 +68,7 @@ class SqlStore(
     SqlGroupsMixin,
     SqlRevisionsMixin,
     SqlSchedulesMixin,
+    SqlRecoveryMixin,
     Store,
 ):
     """A :class:`Store` over SQL; a dialect supplies the transport and the liveness probe."""
@@ -395,8 +398,9 @@ _ENDS = (WorkflowCompleted, WorkflowFailed, WorkflowCancelled, WorkflowContinued
 
 
 def _wakes(issued: Sequence[Event], result: rec.CommitResult) -> bool:
-    """Whether a commit leaves work for other processes or ends the run (a client
-    waiting for its result is woken by it)."""
+    """Whether a commit leaves work for other processes, ends the run (a client
+    waiting for its result is woken by it) or publishes a status (a client may wait
+    for it: ``Client.get_status``)."""
     scheduled = sum(isinstance(c, TaskScheduled) for c in issued)
-    ends = any(isinstance(c, _ENDS) for c in issued)
+    ends = any(isinstance(c, (*_ENDS, StatusSet)) for c in issued)
     return ends or scheduled > len(result.eager)

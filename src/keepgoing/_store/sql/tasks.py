@@ -19,6 +19,7 @@ from keepgoing._store.sql.history import append
 from keepgoing._store.sql.leases import FENCED
 from keepgoing._store.sql.rows import one
 from keepgoing._store.sql.runs import CommandRun
+from keepgoing._store.worker_stops import Stamp
 
 
 class _RunHead(NamedTuple):
@@ -73,7 +74,8 @@ def complete_task(
         if held is None:
             return rec.TaskOutcomeResult(accepted=False)
         assert o.error is not None
-        return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now)
+        stamp = Stamp(o.cause) if o.cause is not None else None  # why it is not retried
+        return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now, stamp)
     # The fence check and the completion are one statement; it also says whether the
     # attempt made model calls, so that most completions (none) skip settling them.
     done_row = one(

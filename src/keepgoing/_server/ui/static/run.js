@@ -3,6 +3,7 @@
 // history; lineage. Live while the run is open (SSE when the server streams a run's
 // events, else a bounded refresh).
 
+import { recoveryBox } from "./recovery.js";
 import { api, ApiError, clear, el, fmtDur, json, markerChips, offers, page, report, reviewAnchor, runBadge, runHref, runPath, statusBadge, timeEl, toast } from "./api.js";
 import { HistoryView } from "./history.js";
 import { renderInspector } from "./inspector.js";
@@ -76,6 +77,13 @@ function patchesPassed(events) {
   return ids.length ? ids.join(", ") : "none";
 }
 
+// The newest value of each key the run published with keepgoing.set_status().
+function publishedStatus(events) {
+  const newest = new Map();
+  for (const e of events) if (e.type === "StatusSet") newest.set(e.name, e.value);
+  return [...newest.entries()];
+}
+
 function show() {
   const run = state.run;
   document.title = `${run.workflow_id} · keepgoing`;
@@ -105,6 +113,8 @@ function show() {
     );
   }
   if (run.error) flags.push(el("p", { class: "banner error" }, `${run.error.type}: ${run.error.message}`));
+  const published = publishedStatus(state.events);
+  if (published.length) flags.push(el("div", { class: "facts-row", id: "run-status", "aria-label": "Published status" }, ...published.map(([key, value]) => fact(key, el("code", {}, json(value, 0))))));
   clear(document.getElementById("run-flags"), flags);
   const open = OPEN.has(run.status);
   for (const id of ["actions", "run-tabs"]) toggle(id, true);
@@ -237,6 +247,8 @@ function select(step, open) {
   state.shown = signature;
   state.selected = step.cmd;
   renderInspector(document.getElementById("inspector"), step, state.model);
+  const recovery = recoveryBox(state.run, step);
+  if (recovery) document.getElementById("inspector").append(recovery);
   if (open && window.matchMedia("(max-width: 900px)").matches) document.getElementById("inspector").focus();
 }
 

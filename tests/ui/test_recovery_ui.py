@@ -1,0 +1,61 @@
+"""*Fork from here* in the inspector, in a real browser: the input editor checks its
+JSON, the fork is made through the session, and the Diff page shows the pair."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from ._stack import UiStack, wait_until
+from .conftest import sign_in
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _row(page: Any, name: str) -> Any:
+    return page.locator(".tl-row", has=page.locator(".tl-label", has_text=re.compile(f"^{name}")))
+
+
+def test_fork_from_here_makes_a_fork_and_the_diff_page_shows_the_two(
+    context: Any, stack: UiStack
+) -> None:
+    stack.start("fork-src", ticket="F-1")
+    stack.wait_status("fork-src", "completed")
+    page = sign_in(context, stack, stack.admin, "/run?id=fork-src")
+    _row(page, "enrich").click()
+    page.click("#fork-here summary")
+    page.fill("#fork-input", "{nope")
+    page.wait_for_selector("#fork-problem:has-text('Not JSON')")
+    assert page.locator("#fork-submit").is_disabled()
+    assert "resume-here" not in page.content()  # a completed run is not resumed
+    page.fill("#fork-input", '{"ticket": "F-2"}')
+    page.click("#fork-submit")
+    link = page.wait_for_selector("#fork-link")
+    fork_id = link.text_content() or ""
+    assert fork_id.startswith("fork-src-fork-")
+    stack.wait_status(fork_id, "completed")
+    page.click("#fork-diff")
+    page.wait_for_selector("#diff-steps tbody tr", state="attached")
+    assert page.locator("#diff-steps tbody tr").count() == 3
+    assert "F-1" in page.text_content("#diff-input-a")
+    assert "F-2" in page.text_content("#diff-input-b")
+    assert page.errors == []
+
+
+def test_resume_from_here_sends_a_cancelled_run_back_into_its_step(
+    context: Any, stack: UiStack
+) -> None:
+    stack.start("resume-ui", ticket="R-1", hold=True)
+    wait_until((stack.root / "holding-R-1").exists, 30, "enrich to be held")
+    with stack.api(stack.admin) as api:
+        assert api.post("/api/v1/runs/resume-ui/cancel", json={}).status_code == 202
+    stack.wait_status("resume-ui", "cancelled")
+    page = sign_in(context, stack, stack.admin, "/run?id=resume-ui")
+    _row(page, "enrich").click()
+    page.click("#resume-here")
+    page.wait_for_url(re.compile(r"/run\?id=resume-ui"))
+    stack.release("R-1")
+    stack.wait_status("resume-ui", "completed")
+    assert page.errors == []
