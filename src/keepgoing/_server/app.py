@@ -40,6 +40,7 @@ from keepgoing._server.ui import Session, mount_ui
 from keepgoing._store.protocol import Store
 from keepgoing._version import __version__
 from keepgoing._worker.orchestrator import Orchestrator
+from keepgoing._worker.retention import RetentionPolicy, RetentionSweep
 
 __all__ = ["create_app"]
 
@@ -68,6 +69,7 @@ def create_app(
     gateway: GatewayConfig | None = None,
     session_idle: float = DEFAULT_SESSION_IDLE,
     session_lifetime: float = DEFAULT_SESSION_LIFETIME,
+    retention: RetentionPolicy | None = None,
 ) -> FastAPI:
     """The keepgoing HTTP API on ``store``.
 
@@ -90,9 +92,14 @@ def create_app(
             reads ``KEEPGOING_CONFIG`` or ``./keepgoing.toml``); served under ``/v1``.
         session_idle: seconds a UI session may go unused before it ends.
         session_lifetime: seconds a UI session lasts after signing in, however used.
+        retention: with ``services``, the retention sweep's policy (default: no store
+            default, so only workflows with their own ``retention=`` are swept).
     """
+    sweep = RetentionSweep(store, retention or RetentionPolicy(), clock=clock)
     orchestrator = (
-        Orchestrator(store, clock=clock, interval=services_interval) if services else None
+        Orchestrator(store, clock=clock, interval=services_interval, retention=sweep)
+        if services
+        else None
     )
     scaler = group_autoscaler(store, clock=clock) if services and groups else None
     ctx = ServerContext(

@@ -55,6 +55,7 @@ from keepgoing._store.records import (
     WorkerRecord,
     WorkerStop,
 )
+from keepgoing._store.retention_protocol import RetentionStore
 from keepgoing._store.volumes_protocol import VolumeStore
 
 __all__ = ["Store"]
@@ -68,6 +69,7 @@ class Store(
     GatewayStore,
     GroupStore,
     RevisionStore,
+    RetentionStore,
     abc.ABC,
 ):
     """Durable state of every run. One instance per process is enough; it is task-safe."""

@@ -186,6 +186,9 @@ class Worker:
         await self.store.record_workflows(
             list(self.registry.workflows), self.settings.queues, self.clock.now()
         )
+        await self.store.record_retention(
+            {name: d.retention for name, d in self.registry.workflows.items()}, self.clock.now()
+        )
         heartbeat = asyncio.create_task(self.heartbeat_loop())
         try:
             while not self._stopping.is_set():

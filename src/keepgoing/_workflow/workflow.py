@@ -8,6 +8,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from keepgoing._runtime.context import current_instance
 from keepgoing._workflow._callables import bind_arguments, code_version, origin_of
+from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.runner import direct_runner
 from keepgoing.errors import PayloadError
@@ -32,6 +33,7 @@ class WorkflowDefinition(Generic[P, R]):
         name: str | None = None,
         description: str | None = None,
         owner: str | None = None,
+        retention: Duration | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -42,6 +44,8 @@ class WorkflowDefinition(Generic[P, R]):
         self.name = name or fn.__name__
         self.description = description or inspect.getdoc(fn)
         self.owner = owner
+        #: Seconds its ended runs are kept (None: the store's default policy).
+        self.retention = None if retention is None else parse_duration(retention, what="retention")
         self.origin = origin_of(fn)
         self.code_version = code_version(fn)
         self.__doc__ = fn.__doc__
@@ -90,6 +94,7 @@ def workflow(
     name: str | None = None,
     description: str | None = None,
     owner: str | None = None,
+    retention: Duration | None = None,
 ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
 
 
@@ -100,6 +105,7 @@ def workflow(
     name: str | None = None,
     description: str | None = None,
     owner: str | None = None,
+    retention: Duration | None = None,
 ) -> Any:
     """Make an ``async def`` function a durable workflow.
 
@@ -107,12 +113,19 @@ def workflow(
     put I/O, randomness and wall-clock reads in tasks, or use
     :func:`keepgoing.now`, :func:`keepgoing.random` and :func:`keepgoing.uuid4`.
 
+    ``retention`` (``"30d"``) is how long the store keeps a run of it after the
+    run ended, in place of the store's ``[retention] runs`` (see the guide's
+    Retention section).
+
     Raises:
         TypeError: ``fn`` is not an ``async def`` function.
+        InvalidDurationError: ``retention`` is not a duration.
         DuplicateNameError: the name is already used by a workflow defined elsewhere.
     """
 
     def wrap(inner: Callable[..., Any]) -> WorkflowDefinition[..., Any]:
-        return WorkflowDefinition(inner, name=name, description=description, owner=owner)
+        return WorkflowDefinition(
+            inner, name=name, description=description, owner=owner, retention=retention
+        )
 
     return wrap(fn) if fn is not None else wrap

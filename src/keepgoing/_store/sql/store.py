@@ -40,6 +40,7 @@ from keepgoing._store.sql.gateway import SqlGatewayMixin
 from keepgoing._store.sql.groups import SqlGroupsMixin
 from keepgoing._store.sql.inspect import SqlInspectMixin, save_attempt_log
 from keepgoing._store.sql.observe import SqlObserveMixin
+from keepgoing._store.sql.retention import SqlRetentionMixin
 from keepgoing._store.sql.revisions import SqlRevisionsMixin
 from keepgoing._store.sql.volumes import SqlVolumesMixin
 
@@ -55,6 +56,7 @@ class SqlStore(
     SqlGatewayMixin,
     SqlGroupsMixin,
     SqlRevisionsMixin,
+    SqlRetentionMixin,
     Store,
 ):
     """A :class:`Store` over SQL; a dialect supplies the transport and the liveness probe."""
