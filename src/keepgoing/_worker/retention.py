@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import tomllib
 import uuid
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ log = logging.getLogger("keepgoing.retention")
 
 RETENTION_ENV = "KEEPGOING_RETENTION"
 CONFIG_ENV = "KEEPGOING_CONFIG"
+FAULT_ENV = "KEEPGOING_FAULT_POINT"
 SERVICE = "retention"
 DAY = 86400.0
 _KEYS = ("runs", "archive", "audit", "batch", "interval")
@@ -161,6 +163,14 @@ def load_retention(path: str | os.PathLike[str] | None = None) -> RetentionPolic
     return policy
 
 
+def _fault_point(name: str) -> None:
+    """A named crash point: ``KEEPGOING_FAULT_POINT=<name>`` makes the process
+    SIGKILL itself here, so a test can stop a sweep exactly between its archive
+    and its delete."""
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 class RetentionSweep:
     """Archives and deletes the ended runs past retention, in bounded batches.
 
@@ -194,7 +204,7 @@ class RetentionSweep:
         if self.clock.monotonic() < self._next:
             return False
         now = self.clock.now()
-        ttl = max(60.0, 2 * self.policy.interval)
+        ttl = max(5.0, 3 * self.policy.interval)  # renewed each sweep; a dead holder soon frees it
         if not await self.store.claim_service(SERVICE, self.owner, ttl=ttl, now=now):
             self._next = self.clock.monotonic() + self.policy.interval
             return False
@@ -242,6 +252,7 @@ class RetentionSweep:
                     events = await self.store.read_history(run.run_id)
                     path = await asyncio.to_thread(write_archive, folder, run, events)
                     report.archived.append(str(path))
+            _fault_point("retention.archived")
             ids = [r.run_id for r in runs]
             report.swept.add(await self.store.delete_runs(ids, window, actor=self.owner))
         report.more = True

@@ -12,6 +12,7 @@ from keepgoing.cli import messages as _messages  # noqa: F401
 from keepgoing.cli import operations as _operations  # noqa: F401
 from keepgoing.cli import orchestrator as _orchestrator  # noqa: F401
 from keepgoing.cli import replay as _replay  # noqa: F401
+from keepgoing.cli import retention as _retention  # noqa: F401
 from keepgoing.cli import runs as _runs  # noqa: F401
 from keepgoing.cli import server as _server  # noqa: F401
 from keepgoing.cli import show as _show  # noqa: F401
