@@ -173,6 +173,16 @@ def test_runs_prune_archives_then_deletes_and_runs_show_finds_the_archive(
         check=False,
     )
     assert history.returncode == 0, history.stderr
+    replayed = subprocess.run(
+        [*cli, "replay", str(kg.app("nightly")), str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=kg.env(),
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "ok" in replayed.stdout
     missing = subprocess.run(
         [*cli, "runs", "show", "nope", "--archive", str(archive), "--store", kg.url],
         capture_output=True,
