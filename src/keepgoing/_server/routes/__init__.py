@@ -12,6 +12,7 @@ from keepgoing._server.routes import (
     messages,
     migrate,
     operations,
+    retention,
     runs,
     stream,
     system,
@@ -35,5 +36,6 @@ ROUTERS = (
     volumes.router,
     groups.router,
     gateway_usage.router,
+    retention.router,
     admin.router,
 )
