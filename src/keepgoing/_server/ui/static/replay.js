@@ -244,5 +244,10 @@ for (const button of document.querySelectorAll("[data-recording]")) {
 }
 
 const initial = page().page.workflow_id;
+const fromUrl = new URLSearchParams(location.search).get("url");  // an archived run's page links here
 if (initial) document.getElementById("src-run").requestSubmit();
+else if (fromUrl) {
+  document.getElementById("src-url-input").value = fromUrl;
+  document.getElementById("src-url").requestSubmit();
+}
 else if (page().page.recording) loadRecording(page().page.recording);
