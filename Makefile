@@ -59,6 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.messages
 	$(BIN)/python -m bench.direct_call
 	$(BIN)/python -m bench.volumes
+	$(BIN)/python -m bench.retention
 	$(BIN)/python -m bench.postgres
 	$(BIN)/python -m bench.groups
 	$(BIN)/python -m bench.ui_open

@@ -42,6 +42,7 @@ from keepgoing._server.ui import Session, mount_ui
 from keepgoing._store.protocol import Store
 from keepgoing._version import __version__
 from keepgoing._worker.orchestrator import Orchestrator
+from keepgoing._worker.retention import RetentionPolicy, RetentionSweep
 
 __all__ = ["create_app"]
 
@@ -71,6 +72,7 @@ def create_app(
     session_idle: float = DEFAULT_SESSION_IDLE,
     session_lifetime: float = DEFAULT_SESSION_LIFETIME,
     replica_url: str | None = None,
+    retention: RetentionPolicy | None = None,
 ) -> FastAPI:
     """The keepgoing HTTP API on ``store``.
 
@@ -97,9 +99,14 @@ def create_app(
         replica_url: this server's URL as the replicas of its groups reach it; with it,
             each group revision's replicas get it and a gateway key of their own
             (:mod:`keepgoing._server.group_keys`), so their model calls come here.
+        retention: with ``services``, the retention sweep's policy (default: no store
+            default, so only workflows with their own ``retention=`` are swept).
     """
+    sweep = RetentionSweep(store, retention or RetentionPolicy(), clock=clock)
     orchestrator = (
-        Orchestrator(store, clock=clock, interval=services_interval) if services else None
+        Orchestrator(store, clock=clock, interval=services_interval, retention=sweep)
+        if services
+        else None
     )
     keys = GroupKeys(store, replica_url, clock=clock) if replica_url else None
     scaler = group_autoscaler(store, clock=clock, keys=keys) if services and groups else None

@@ -41,6 +41,7 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.startup import Opening
 from keepgoing._store.url import redact_url, resolve_store_url
 from keepgoing._version import __version__
+from keepgoing._worker.retention import RetentionPolicy, load_retention
 from keepgoing.errors import ConfigurationError, StoreError
 
 __all__ = ["ServeOptions", "bind", "check_bind", "is_loopback", "run_server"]
@@ -121,11 +122,12 @@ def run_server(options: ServeOptions, *, stop: threading.Event | None = None) ->
     refuse_inspection()
     check_bind(options.host, options.port, options.auth)
     gateway = load_config(options.gateway_config)
+    retention = load_retention(options.gateway_config)
     store = store_from_url(options.store)
     opening = Opening(store, timeout=options.connect_timeout)
     sock = bind(options.host, options.port)
     try:
-        asyncio.run(_serve(opening, sock, options, stop, gateway))
+        asyncio.run(_serve(opening, sock, options, stop, gateway, retention))
     finally:
         sock.close()
 
@@ -136,6 +138,7 @@ async def _serve(
     options: ServeOptions,
     stop: threading.Event | None,
     gateway: GatewayConfig,
+    retention: RetentionPolicy | None = None,
 ) -> None:
     store = opening.store
     try:
@@ -177,9 +180,11 @@ async def _serve(
                     session_idle=options.session_idle,
                     session_lifetime=options.session_lifetime,
                     replica_url=replica_url(sock),
+                    retention=retention,
                 )
                 async with app.router.lifespan_context(app):
                     await _warn_about(store, options)
+                    _say_retention(retention or RetentionPolicy())
                     gate.app = app
                     await serving
                 log.info("keepgoing server stopped", extra={"fields": {"event": "stopped"}})
@@ -274,6 +279,24 @@ class _Server(uvicorn.Server):
         if self.should_exit:
             self.force_exit = True  # a second Ctrl-C: do not wait for open requests
         self.should_exit = True
+
+
+def _say_retention(policy: RetentionPolicy) -> None:
+    if policy.on:
+        log.info(
+            "retention: ended runs are deleted %s after they end%s",
+            _days(policy.runs or 0.0),
+            f", archived to {policy.archive} first" if policy.archive else "",
+        )
+    else:
+        log.info(
+            "retention is off: ended runs are kept forever (except workflows with their own "
+            "retention=); set [retention] runs in keepgoing.toml or KEEPGOING_RETENTION"
+        )
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:g} day(s)" if seconds >= 86400 else f"{seconds:g} s"
 
 
 async def _warn_about(store: Store, options: ServeOptions) -> None:

@@ -58,6 +58,7 @@ from keepgoing._store.records import (
     WorkerStop,
 )
 from keepgoing._store.recovery_protocol import RecoveryStore
+from keepgoing._store.retention_protocol import RetentionStore
 from keepgoing._store.schedules_protocol import ScheduleStore
 from keepgoing._store.volumes_protocol import VolumeStore
 
@@ -74,6 +75,7 @@ class Store(
     RevisionStore,
     ScheduleStore,
     RecoveryStore,
+    RetentionStore,
     abc.ABC,
 ):
     """Durable state of every run. One instance per process is enough; it is task-safe."""

@@ -11,6 +11,9 @@ leader election. Event matching needs no loop here: the store matches an
 event inside the transaction that publishes it, or inside the commit that
 starts a wait for it.
 
+A server's orchestrator also runs the retention sweep (``_worker/retention.py``):
+ended runs past their policy, archived and deleted in bounded batches.
+
 Once a second a pass also marks lost the registered workers whose process ended
 or whose heartbeat stopped (``_store/lost_workers.py``); that sweep is one read
 when nobody is lost.
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from keepgoing._clock import Clock, system_clock
 from keepgoing._store.protocol import Store
+from keepgoing._worker.retention import RetentionSweep
 from keepgoing.errors import StoreError
 
 __all__ = ["Orchestrator", "OrchestratorStats"]
@@ -55,6 +59,7 @@ class Orchestrator:
         interval: the longest sleep between passes, in seconds.
         batch: timers (and, separately, leases) handled per pass.
         liveness_interval: the least time between two sweeps for lost workers.
+        retention: the retention sweep (a server's services; ``_worker/retention.py``).
     """
 
     def __init__(
@@ -65,6 +70,7 @@ class Orchestrator:
         interval: float = 0.25,
         batch: int = 100,
         liveness_interval: float = 1.0,
+        retention: RetentionSweep | None = None,
     ) -> None:
         if interval <= 0 or batch < 1:
             raise ValueError("interval must be positive and batch at least 1")
@@ -73,6 +79,7 @@ class Orchestrator:
         self.interval = interval
         self.batch = batch
         self.liveness_interval = liveness_interval
+        self.retention = retention
         self.stats = OrchestratorStats()
         self._next_liveness = float("-inf")
         self._stopping = asyncio.Event()
@@ -98,7 +105,8 @@ class Orchestrator:
                 log.warning(
                     "marked %d worker(s) lost: their process ended or stopped beating", lost
                 )
-        return fired >= self.batch or reaped >= self.batch
+        swept = await self.retention.tick() if self.retention is not None else False
+        return fired >= self.batch or reaped >= self.batch or swept
 
     async def run(self) -> None:
         """Serve until :meth:`request_stop`; a failing pass is logged and retried."""

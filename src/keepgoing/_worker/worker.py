@@ -211,6 +211,9 @@ class Worker:
             list(self.registry.workflows), self.settings.queues, self.clock.now()
         )
         await self._register_schedules()
+        await self.store.record_retention(
+            {name: d.retention for name, d in self.registry.workflows.items()}, self.clock.now()
+        )
         heartbeat = asyncio.create_task(self.heartbeat_loop())
         try:
             while not self._stopping.is_set():

@@ -8,6 +8,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from keepgoing._runtime.context import current_instance
 from keepgoing._workflow._callables import bind_arguments, code_version, origin_of
+from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.runner import direct_runner
 from keepgoing._workflow.schedule import Schedule, declared_schedules
@@ -35,6 +36,7 @@ class WorkflowDefinition(Generic[P, R]):
         owner: str | None = None,
         schedule: str | Schedule | Sequence[Schedule] | None = None,
         schedule_timezone: str | None = None,
+        retention: Duration | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -47,6 +49,8 @@ class WorkflowDefinition(Generic[P, R]):
         self.owner = owner
         #: The schedules declared with it (``@workflow(schedule=...)``).
         self.schedules = declared_schedules(self.name, schedule, schedule_timezone)
+        #: Seconds its ended runs are kept (None: the store's default policy).
+        self.retention = None if retention is None else parse_duration(retention, what="retention")
         self.origin = origin_of(fn)
         self.code_version = code_version(fn)
         self.__doc__ = fn.__doc__
@@ -97,6 +101,7 @@ def workflow(
     owner: str | None = None,
     schedule: str | Schedule | Sequence[Schedule] | None = None,
     schedule_timezone: str | None = None,
+    retention: Duration | None = None,
 ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
 
 
@@ -109,6 +114,7 @@ def workflow(
     owner: str | None = None,
     schedule: str | Schedule | Sequence[Schedule] | None = None,
     schedule_timezone: str | None = None,
+    retention: Duration | None = None,
 ) -> Any:
     """Make an ``async def`` function a durable workflow.
 
@@ -120,9 +126,14 @@ def workflow(
     ``schedule_timezone``, default UTC), a :class:`~keepgoing.Schedule`, or a list
     of them. A worker serving it, or a deploy of its file, registers the schedule.
 
+    ``retention`` (``"30d"``) is how long the store keeps a run of it after the
+    run ended, in place of the store's ``[retention] runs`` (see the guide's
+    Retention section).
+
     Raises:
         TypeError: ``fn`` is not an ``async def`` function.
         InvalidScheduleError: a bad schedule (an invalid cron, an unknown zone, ...).
+        InvalidDurationError: ``retention`` is not a duration.
         DuplicateNameError: the name is already used by a workflow defined elsewhere.
     """
 
@@ -134,6 +145,7 @@ def workflow(
             owner=owner,
             schedule=schedule,
             schedule_timezone=schedule_timezone,
+            retention=retention,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -13,6 +13,7 @@ from keepgoing.cli import operations as _operations  # noqa: F401
 from keepgoing.cli import orchestrator as _orchestrator  # noqa: F401
 from keepgoing.cli import recovery as _recovery  # noqa: F401
 from keepgoing.cli import replay as _replay  # noqa: F401
+from keepgoing.cli import retention as _retention  # noqa: F401
 from keepgoing.cli import runs as _runs  # noqa: F401
 from keepgoing.cli import schedules as _schedules  # noqa: F401
 from keepgoing.cli import server as _server  # noqa: F401

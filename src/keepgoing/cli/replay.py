@@ -27,6 +27,7 @@ from keepgoing._groups.replaycheck import (
 from keepgoing._history import events as ev
 from keepgoing._history.codec import loads_history
 from keepgoing._store.group_records import OpenRun
+from keepgoing._worker.archive import read_history_text
 from keepgoing._worker.loader import load_file
 from keepgoing._workflow.registry import registry
 from keepgoing.cli._app import app
@@ -105,9 +106,9 @@ def replay(
 
 def _one_history(file: str, history: Path, workflow: str | None, as_json: bool) -> None:
     try:
-        text = history.read_text(encoding="utf-8")
-    except OSError as exc:
-        fail(f"cannot read {history}: {exc.strerror}", 2)
+        text = read_history_text(history)  # an export, or a run's archive (gzip)
+    except (OSError, ValueError) as exc:
+        fail(f"cannot read {history}: {getattr(exc, 'strerror', None) or exc}", 2)
     with cli_errors():
         events = loads_history(text)
         started = next((e for e in events if isinstance(e, ev.WorkflowStarted)), None)

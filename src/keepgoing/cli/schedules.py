@@ -148,7 +148,7 @@ def create_command(
 
     Example:
 
-        keepgoing schedules create weekly-digest support_digest --cron "0 7 * * 1" --timezone Europe/Paris
+        keepgoing schedules create digest support_digest --cron "0 7 * * 1" --timezone Europe/Paris
     """
     with cli_errors(), open_client(url, token, store) as client:
         info = client.create_schedule(

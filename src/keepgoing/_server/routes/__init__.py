@@ -13,6 +13,7 @@ from keepgoing._server.routes import (
     migrate,
     operations,
     recovery,
+    retention,
     run_model,
     runs,
     schedules,
@@ -41,5 +42,6 @@ ROUTERS = (
     groups.router,
     schedules.router,
     gateway_usage.router,
+    retention.router,
     admin.router,
 )

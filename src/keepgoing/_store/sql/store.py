@@ -51,6 +51,7 @@ from keepgoing._store.sql.groups import SqlGroupsMixin
 from keepgoing._store.sql.inspect import SqlInspectMixin, save_attempt_log
 from keepgoing._store.sql.observe import SqlObserveMixin
 from keepgoing._store.sql.recovery import SqlRecoveryMixin
+from keepgoing._store.sql.retention import SqlRetentionMixin
 from keepgoing._store.sql.revisions import SqlRevisionsMixin
 from keepgoing._store.sql.schedules import SqlSchedulesMixin
 from keepgoing._store.sql.volumes import SqlVolumesMixin
@@ -69,6 +70,7 @@ class SqlStore(
     SqlRevisionsMixin,
     SqlSchedulesMixin,
     SqlRecoveryMixin,
+    SqlRetentionMixin,
     Store,
 ):
     """A :class:`Store` over SQL; a dialect supplies the transport and the liveness probe."""

@@ -68,6 +68,9 @@ class SqliteStore(SqlStore):
             # A short wait for locks while migrating: a migration in another process
             # that takes longer is waited out by the caller, which says so in a line.
             conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_TIMEOUT_MS}")
+            # Before the first table: a new file gives freed pages back in steps
+            # (the retention sweep's PRAGMA incremental_vacuum); an old one keeps its mode.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")

@@ -214,12 +214,19 @@ document.getElementById("src-run").addEventListener("submit", async (event) => {
     status.className = "error";
   }
 });
+// A history file's text: an export, or a run's archive (gzip, told by its first bytes).
+async function fileText(file) {
+  const head = new Uint8Array(await file.slice(0, 2).arrayBuffer());
+  if (head[0] !== 0x1f || head[1] !== 0x8b) return file.text();
+  return new Response(file.stream().pipeThrough(new DecompressionStream("gzip"))).text();
+}
+
 document.getElementById("src-file").addEventListener("change", async (event) => {
   const file = event.target.files[0];
   if (!file) return;
   try {
-    const doc = JSON.parse(await file.text());
-    load(Array.isArray(doc) ? doc : doc.events, file.name, false);
+    const doc = JSON.parse(await fileText(file));
+    load(Array.isArray(doc) ? doc : doc.events, doc.run ? `${file.name} (archived run)` : file.name, false);
   } catch (error) {
     status.textContent = `${file.name}: not JSON (${error.message})`;
     status.className = "error";
@@ -270,5 +277,10 @@ for (const button of document.querySelectorAll("[data-recording]")) {
 }
 
 const initial = page().page.workflow_id;
+const fromUrl = new URLSearchParams(location.search).get("url");  // an archived run's page links here
 if (initial) document.getElementById("src-run").requestSubmit();
+else if (fromUrl) {
+  document.getElementById("src-url-input").value = fromUrl;
+  document.getElementById("src-url").requestSubmit();
+}
 else if (page().page.recording) loadRecording(page().page.recording);

@@ -60,7 +60,29 @@ async function load() {
   }
 }
 
-function notFound(error) {
+// A run whose rows retention deleted: its archive, when this server keeps one.
+async function archivedRun(error) {
+  if (!(error instanceof ApiError && error.status === 404)) return false;
+  let doc;
+  try {
+    doc = await api(`/api/v1/archive/${encodeURIComponent(workflowId)}`);
+  } catch {
+    return false;
+  }
+  const run = doc.run || {};
+  document.getElementById("run-title").replaceChildren("Archived run ", el("small", { class: "muted" }, workflowId));
+  const replay = `/replay?url=${encodeURIComponent(`/api/v1/archive/${run.run_id || workflowId}`)}`;
+  clear(
+    document.getElementById("run-facts"),
+    el("p", { class: "archived", id: "run-archived" }, el("strong", {}, "archived"), `: ${run.status || "ended"}; retention deleted its rows and kept its history in the archive.`),
+    el("p", {}, `${(doc.events || []).length} events. Open it on the `, el("a", { href: replay }, "replay page"), " (give it the URL ", el("code", {}, `/api/v1/archive/${run.run_id || workflowId}`), ")."),
+  );
+  for (const id of ["actions", "run-tabs", "panel-timeline", "problems"]) toggle(id, false);
+  return true;
+}
+
+async function notFound(error) {
+  if (await archivedRun(error)) return;
   const missing = error instanceof ApiError && error.status === 404;
   document.getElementById("run-title").replaceChildren(missing ? "No such run" : "This run could not be read", " ", el("small", { class: "muted" }, workflowId));
   clear(

@@ -11,7 +11,31 @@ const body = document.getElementById("runs-body");
 const next = document.getElementById("next-page");
 const note = document.getElementById("live-note");
 const PAGE_SIZE = 50;
-const state = { cursor: null, next: null, pages: [], features: null, refresh: null, asked: 0 };
+const state = { cursor: null, next: null, pages: [], features: null, refresh: null, asked: 0, retention: null };
+
+// The retention policies in force (GET /api/v1/retention), read once: when each ended run goes.
+async function retention() {
+  if (state.retention === null) {
+    try {
+      state.retention = await api("/api/v1/retention");
+    } catch {
+      state.retention = { runs: null, workflows: {} };
+    }
+  }
+  return state.retention;
+}
+
+function deletion(r) {
+  const policy = state.retention;
+  if (!policy || r.ended_at == null) return null;
+  const own = policy.workflows ? policy.workflows[r.workflow_name] : null;
+  const keep = own ?? policy.runs ?? null;
+  if (keep === null) return null;
+  const at = r.ended_at + keep;
+  const left = at - Date.now() / 1000;
+  const text = left > 0 ? `deleted in ${fmtDur(left)}` : "due for deletion";
+  return el("div", { class: "muted small deletes", title: `deleted after ${new Date(at * 1000).toISOString()}`, dataset: { deletesAt: String(at) } }, text);
+}
 
 async function features() {
   if (state.features === null) {
@@ -77,6 +101,7 @@ async function load(position = null) {
         runs = runs.filter((r) => `${r.workflow_id} ${r.workflow_name} ${r.run_id} ${r.blocked_reason || ""} ${r.error ? r.error.message : ""}`.toLowerCase().includes(needle));
       }
     }
+    await retention();
     if (asked !== state.asked) return;
     state.cursor = position;
     state.next = more;
@@ -128,7 +153,7 @@ function row(r) {
     el("td", { class: "c-id", dataset: { label: "Id" } }, el("a", { href: runHref(r.workflow_id, r.run_id), class: "run-link" }, r.workflow_id)),
     el("td", { class: "c-trouble", dataset: { label: "Trouble" } }, flags),
     el("td", { class: "c-created", dataset: { label: "Created" } }, timeEl(r.created_at)),
-    el("td", { class: "c-took", dataset: { label: "Duration" } }, ended ? fmtDur(ended - r.created_at) : "—"),
+    el("td", { class: "c-took", dataset: { label: "Duration" } }, ended ? fmtDur(ended - r.created_at) : "—", deletion(r)),
     el("td", { class: "c-actions" }, actions),
   );
 }

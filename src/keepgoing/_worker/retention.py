@@ -1,0 +1,259 @@
+"""Retention: the policy, and the sweep that archives and deletes ended runs.
+
+The policy is the ``[retention]`` table of ``keepgoing.toml``::
+
+    [retention]
+    runs = "30d"          # the store's default; KEEPGOING_RETENTION overrides it
+    archive = "/var/lib/keepgoing/archive"   # written before a run's rows go
+    audit = "365d"        # the audit log's own policy (default 365 days)
+
+and each workflow's own, ``@workflow(retention="7d")``, which its workers record
+in the store. Until one is set nothing is deleted. The rule of which runs may
+go lives in the store (``_store/sql/retention.py``); this module only drives it.
+
+One server sweeps at a time: the sweep holds the ``retention`` service lease
+while it works. Each batch is read, archived (every file on disk first), then
+deleted in one short transaction that checks the rule again and writes the
+audit entry; a process killed between the two leaves its runs in the store,
+and the next sweep archives them again and deletes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import tomllib
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from keepgoing._clock import Clock, system_clock
+from keepgoing._store.protocol import Store
+from keepgoing._store.records import RunRecord
+from keepgoing._store.retention_protocol import RetentionWindow, SweptRows
+from keepgoing._worker.archive import write_archive
+from keepgoing._workflow.durations import parse_duration
+from keepgoing.errors import ConfigurationError, InvalidDurationError
+
+__all__ = [
+    "RETENTION_ENV",
+    "RetentionPolicy",
+    "RetentionSweep",
+    "SweepReport",
+    "load_retention",
+    "parse_retention",
+]
+
+log = logging.getLogger("keepgoing.retention")
+
+RETENTION_ENV = "KEEPGOING_RETENTION"
+CONFIG_ENV = "KEEPGOING_CONFIG"
+FAULT_ENV = "KEEPGOING_FAULT_POINT"
+SERVICE = "retention"
+DAY = 86400.0
+_KEYS = ("runs", "archive", "audit", "batch", "interval")
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """The store's retention settings (seconds; ``runs=None``: keep runs forever)."""
+
+    runs: float | None = None
+    archive: str | None = None
+    audit: float = 365 * DAY
+    audit_set: bool = False  # the audit policy was given, so it applies with no run policy
+    batch: int = 100
+    interval: float = 60.0
+
+    @property
+    def on(self) -> bool:
+        return self.runs is not None
+
+
+@dataclass
+class SweepReport:
+    """What one sweep (or ``keepgoing runs prune``) did."""
+
+    swept: SweptRows = field(default_factory=SweptRows)
+    archived: list[str] = field(default_factory=list)
+    audit_trimmed: int = 0
+    would_delete: list[RunRecord] = field(default_factory=list)  # a dry run's runs
+    more: bool = False  # a batch was full: more runs are due now
+
+
+def parse_retention(data: dict[str, Any], *, source: str = "keepgoing.toml") -> RetentionPolicy:
+    """The policy from parsed TOML (``data["retention"]``).
+
+    Raises:
+        ConfigurationError: a wrong key or value (the message names it).
+    """
+    table = data.get("retention", {})
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"[retention] in {source} must be a table")
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise ConfigurationError(
+            f"[retention] in {source} has unknown key(s) {unknown}; known: {list(_KEYS)}"
+        )
+    runs = _duration(table.get("runs"), f"[retention] runs in {source}")
+    audit = _duration(table.get("audit"), f"[retention] audit in {source}")
+    archive = table.get("archive")
+    if archive is not None and (not isinstance(archive, str) or not archive.strip()):
+        raise ConfigurationError(f"[retention] archive in {source} must be a folder path")
+    batch = table.get("batch", 100)
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
+        raise ConfigurationError(f"[retention] batch in {source} must be 1..10000, not {batch!r}")
+    interval = _duration(table.get("interval"), f"[retention] interval in {source}")
+    return RetentionPolicy(
+        runs=runs,
+        archive=archive,
+        audit=audit if audit is not None else 365 * DAY,
+        audit_set=audit is not None,
+        batch=batch,
+        interval=interval if interval else 60.0,
+    )
+
+
+def _duration(value: object, what: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value, what=what)
+    except InvalidDurationError as exc:
+        raise ConfigurationError(str(exc)) from None
+    if seconds <= 0:
+        raise ConfigurationError(f"{what} must be longer than zero, not {value!r}")
+    return seconds
+
+
+def load_retention(path: str | os.PathLike[str] | None = None) -> RetentionPolicy:
+    """The policy from ``path``, else ``KEEPGOING_CONFIG``, else ``./keepgoing.toml``
+    when it exists; ``KEEPGOING_RETENTION`` (a duration, or ``off``) overrides
+    its ``runs``.
+
+    Raises:
+        ConfigurationError: the file cannot be read or parsed, or a value is wrong.
+    """
+    chosen = path or os.environ.get(CONFIG_ENV)
+    if chosen is None and Path("keepgoing.toml").is_file():
+        chosen = "keepgoing.toml"
+    data: dict[str, Any] = {}
+    if chosen is not None:
+        try:
+            data = tomllib.loads(Path(chosen).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read the configuration {chosen}: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigurationError(f"{chosen} is not valid TOML: {exc}") from None
+    policy = parse_retention(data, source=str(chosen or "(no keepgoing.toml)"))
+    env = os.environ.get(RETENTION_ENV)
+    if env is not None and env.strip():
+        runs = None if env.strip().lower() == "off" else _duration(env, RETENTION_ENV)
+        policy = RetentionPolicy(
+            runs=runs,
+            archive=policy.archive,
+            audit=policy.audit,
+            audit_set=policy.audit_set,
+            batch=policy.batch,
+            interval=policy.interval,
+        )
+    return policy
+
+
+def _fault_point(name: str) -> None:
+    """A named crash point: ``KEEPGOING_FAULT_POINT=<name>`` makes the process
+    SIGKILL itself here, so a test can stop a sweep exactly between its archive
+    and its delete."""
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class RetentionSweep:
+    """Archives and deletes the ended runs past retention, in bounded batches.
+
+    Args:
+        store: an opened store.
+        policy: the store's settings.
+        clock: injected time.
+        owner: who holds the sweep's service lease (one server at a time).
+        batches: the most batches one :meth:`tick` deletes before it yields.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        policy: RetentionPolicy,
+        *,
+        clock: Clock = system_clock,
+        owner: str | None = None,
+        batches: int = 10,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.clock = clock
+        self.owner = owner or f"retention-{uuid.uuid4().hex[:12]}"
+        self.batches = batches
+        self._next = float("-inf")
+
+    async def tick(self) -> bool:
+        """One sweep when due (every ``interval``, at once after a full batch).
+        True when more runs are due now."""
+        if self.clock.monotonic() < self._next:
+            return False
+        now = self.clock.now()
+        ttl = max(5.0, 3 * self.policy.interval)  # renewed each sweep; a dead holder soon frees it
+        if not await self.store.claim_service(SERVICE, self.owner, ttl=ttl, now=now):
+            self._next = self.clock.monotonic() + self.policy.interval
+            return False
+        report = await self.sweep(RetentionWindow(now=now, default=self.policy.runs))
+        if self.policy.on or self.policy.audit_set:
+            report.audit_trimmed = await self.store.trim_audit(
+                now - self.policy.audit, self.policy.batch
+            )
+        if report.swept.runs or report.audit_trimmed:
+            log.info(
+                "retention deleted %d run(s) (%d rows, %d archived), %d audit entries",
+                report.swept.runs,
+                report.swept.total,
+                len(report.archived),
+                report.audit_trimmed,
+                extra={"fields": {"event": "retention", "runs": report.swept.runs}},
+            )
+        more = report.more or report.audit_trimmed >= self.policy.batch
+        self._next = self.clock.monotonic() + (0.0 if more else self.policy.interval)
+        return more
+
+    async def sweep(
+        self, window: RetentionWindow, *, dry_run: bool = False, archive: str | None = None
+    ) -> SweepReport:
+        """Up to :attr:`batches` batches of the runs ``window`` lets go."""
+        report = SweepReport()
+        folder = archive if archive is not None else self.policy.archive
+        if dry_run:
+            report.would_delete = await self.store.expired_runs(
+                window, self.policy.batch * self.batches
+            )
+            return report
+        seen: set[str] = set()
+        for _ in range(self.batches):
+            runs = [
+                r
+                for r in await self.store.expired_runs(window, self.policy.batch)
+                if r.run_id not in seen
+            ]
+            if not runs:
+                return report
+            seen.update(r.run_id for r in runs)
+            if folder is not None:
+                for run in runs:
+                    events = await self.store.read_history(run.run_id)
+                    path = await asyncio.to_thread(write_archive, folder, run, events)
+                    report.archived.append(str(path))
+            _fault_point("retention.archived")
+            ids = [r.run_id for r in runs]
+            report.swept.add(await self.store.delete_runs(ids, window, actor=self.owner))
+        report.more = True
+        return report
