@@ -9,7 +9,7 @@ The Trap 1 interleaving (DESIGN section 10) cannot be forced in a real run,
 so ``race.json`` is written out by hand. Re-record a file only when a change is
 meant to break the histories it holds, and leave the others alone: files recorded
 by older versions are what prove old histories still replay.
-``tests/unit/test_golden.py`` replays every file.
+``tests/unit/_runtime/test_golden.py`` replays every file.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "recovery.py"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "recovery.py"
 
 
 def test_the_recovery_example_runs() -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-AGENT = Path(__file__).resolve().parents[2] / "examples" / "support_digest"
+AGENT = Path(__file__).resolve().parents[3] / "examples" / "support_digest"
 
 
 def _direct(call: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:

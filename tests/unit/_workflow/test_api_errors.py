@@ -28,7 +28,7 @@ from keepgoing import (
 from keepgoing._history import events as ev
 from keepgoing._workflow.registry import registry
 
-from ._sim import Sim
+from .._sim import Sim
 
 MakeSim = Callable[..., Sim]
 

@@ -27,7 +27,7 @@ from keepgoing._groups.kubernetes.settings import KEEPGOING_URL_OPTIONS, keda_co
 from keepgoing._groups.spec import GroupRevision, SecretRef
 from keepgoing.errors import GroupError
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 GOLDEN = DATA / "kubernetes"
 K8S_VERSION = "1.30"
 STORE = "postgresql://kg:s3cret-pw@postgres.db.svc.cluster.local:5432/keepgoing?pool_max=8"

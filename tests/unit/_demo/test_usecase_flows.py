@@ -13,7 +13,7 @@ import pytest
 
 from keepgoing._demo.usecases.common import FLOWS
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 NAMES = ("billing_question.py", "crm_sync.py", "monthly_reconciliation.py")
 
 

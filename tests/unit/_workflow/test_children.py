@@ -26,7 +26,7 @@ from keepgoing import (
 from keepgoing._history import events as ev
 from keepgoing.testing import fake_clock
 
-from ._messaging_support import Runs, of_type
+from .._messaging_support import Runs, of_type
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,7 +15,7 @@ from keepgoing._history import events as ev
 from keepgoing._workflow.review import parse_decision
 from keepgoing.errors import UncertainOutcome
 
-from ._sim import Sim, commands_of, replay_fresh
+from .._sim import Sim, commands_of, replay_fresh
 
 MakeSim = Callable[..., Sim]
 OP = "op-run-1-1"

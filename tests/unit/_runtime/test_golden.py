@@ -19,7 +19,7 @@ from keepgoing._history.codec import decode, dumps_history, encode, loads_histor
 from keepgoing._runtime.instance import WorkflowInstance
 from keepgoing.testing import replay
 
-GOLDEN_DIR = Path(__file__).resolve().parent.parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
 GOLDEN_FILES = sorted(GOLDEN_DIR.glob("*.json"))
 
 

@@ -28,7 +28,7 @@ from keepgoing._history import events as ev
 from keepgoing.errors import PayloadTooLargeError
 from keepgoing.testing import DEFAULT_START, fake_clock
 
-from ._messaging_support import Runs, count_rows, of_type, wait_until
+from .._messaging_support import Runs, count_rows, of_type, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -12,7 +12,7 @@ from keepgoing._history import events as ev
 from keepgoing._history.codec import dumps_history
 from keepgoing.testing import replay
 
-from ._sim import T0, Sim, keys, replay_fresh
+from .._sim import T0, Sim, keys, replay_fresh
 
 MakeSim = Callable[..., Sim]
 

@@ -27,7 +27,7 @@ from keepgoing import (
 )
 from keepgoing._history import events as ev
 
-from ._messaging_support import Runs, of_type, wait_until
+from .._messaging_support import Runs, of_type, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,7 +11,7 @@ from keepgoing import NondeterminismError, task
 from keepgoing._history import events as ev
 from keepgoing._history.codec import decode, encode
 
-from ._sim import Sim, commands_of, replay_fresh
+from .._sim import Sim, commands_of, replay_fresh
 
 MakeSim = Callable[..., Sim]
 

@@ -20,7 +20,7 @@ from keepgoing._history import events as ev
 from keepgoing._runtime.instance import WorkflowInstance
 from keepgoing._runtime.loop import WorkflowLoop, current_loop
 
-from ._sim import T0, Sim, commands_of, keys, replay_fresh
+from .._sim import T0, Sim, commands_of, keys, replay_fresh
 
 MakeSim = Callable[..., Sim]
 
