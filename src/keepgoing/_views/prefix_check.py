@@ -11,7 +11,9 @@ group serving the run's queue has is refused by the store itself.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from keepgoing._groups.replaycheck import replay_histories
 from keepgoing._groups.spec import GroupRevision
@@ -20,18 +22,28 @@ from keepgoing._history.codec import encode
 from keepgoing._store.group_records import OpenRun
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import RunRecord
-from keepgoing._store.sql.prefix import cut_for_resume
+from keepgoing._store.sql.prefix import cut_before_step, cut_for_resume
 from keepgoing.errors import InvalidRequestError
 
-__all__ = ["CHECK_TIME_LIMIT", "check_prefix", "check_resume"]
+__all__ = ["CHECK_TIME_LIMIT", "check_fork", "check_prefix", "check_resume"]
 
 CHECK_TIME_LIMIT = 60.0
 
 
 async def check_prefix(
-    store: Store, run: RunRecord, prefix: Sequence[ev.Event], revision: int, what: str
-) -> None:
+    store: Store,
+    run: RunRecord,
+    prefix: Sequence[ev.Event],
+    revision: int,
+    what: str,
+    *,
+    strict_args: bool = False,
+) -> bool:
     """Replay ``prefix`` (events of ``run``) on ``revision``'s code, or refuse.
+
+    ``strict_args``: each reused step must also be scheduled with the arguments it
+    recorded (a fork under a new input). False if the store holds no code for
+    ``revision`` on the run's queue (nothing was checked).
 
     Raises:
         InvalidRequestError: the prefix does not replay there (the diff), or the
@@ -41,7 +53,7 @@ async def check_prefix(
     group = next((g for g in await store.list_groups() if g.task_queue == run.task_queue), None)
     found = await store.get_revision(group.name, revision) if group is not None else None
     if found is None:
-        return  # the store refuses a revision no group serving the queue has
+        return False
     spec = GroupRevision.from_json(found.spec)
     case = OpenRun(
         run.run_id,
@@ -57,6 +69,7 @@ async def check_prefix(
         source=spec.source,
         filename=spec.filename,
         time_limit=CHECK_TIME_LIMIT,
+        strict_args=strict_args,
     )
     if report.failures:
         error = report.failures[0].error or ""
@@ -69,6 +82,7 @@ async def check_prefix(
             f"{what} refused: the replay check on revision {revision} did not finish "
             f"within {CHECK_TIME_LIMIT:g}s"
         )
+    return True
 
 
 async def check_resume(store: Store, workflow_id: str, revision: int) -> None:
@@ -84,3 +98,38 @@ async def check_resume(store: Store, workflow_id: str, revision: int) -> None:
     except InvalidRequestError:
         return
     await check_prefix(store, run, [e for e in events if e.seq < cut], revision, "the resume")
+
+
+async def check_fork(
+    store: Store,
+    source: RunRecord,
+    step: int,
+    input: dict[str, Any] | None,
+    revision: int | None,
+) -> bool:
+    """The check for a fork from ``step``: with a new ``input``, the reused prefix
+    (started with that input) must schedule every reused step again with the
+    arguments it recorded; pinned to a ``revision``, it must replay on its code.
+    The code is the revision's (``revision``, else the source run's). False if
+    the store holds no code for it (a queue no worker group serves).
+
+    Raises:
+        InvalidRequestError: naming the first reused step that would differ.
+    """
+    target = revision if revision is not None else source.group_revision
+    if target is None or (input is None and revision is None):
+        return False
+    events = await store.read_history(source.run_id)
+    try:
+        cut = cut_before_step(events, step)
+    except InvalidRequestError:
+        return False  # the fork itself refuses it, naming the steps
+    prefix = [
+        dataclasses.replace(e, input=input)
+        if isinstance(e, ev.WorkflowStarted) and input is not None
+        else e
+        for e in events
+        if e.seq < cut
+    ]
+    what = "the fork with a new input" if input is not None else "the fork"
+    return await check_prefix(store, source, prefix, target, what, strict_args=input is not None)

@@ -24,7 +24,7 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import TERMINAL, AuditEntry, RunRecord
 from keepgoing._store.recovery_protocol import Origin, Origins, StatusValue
 from keepgoing._views.batch import check_id
-from keepgoing._views.prefix_check import check_resume
+from keepgoing._views.prefix_check import check_fork, check_resume
 from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.status import check_status_name
 from keepgoing.errors import InvalidRequestError, RunNotFoundError
@@ -172,6 +172,7 @@ async def fork(
     if source is None:
         raise RunNotFoundError(f"no run has workflow id {source_id!r}")
     stored = None if input is None else start_input(source.workflow_name, input)[1]
+    await check_fork(store, source, step, stored, pinned)
     run_id = uuid.uuid4().hex
     now = system_clock.now()
     new, old = await store.fork_run(
