@@ -21,7 +21,7 @@ from keepgoing._history import events as ev
 from keepgoing._history.codec import encode
 from keepgoing._store.group_records import OpenRun
 from keepgoing._store.protocol import Store
-from keepgoing._store.records import RunRecord
+from keepgoing._store.records import TERMINAL, RunRecord
 from keepgoing._store.sql.prefix import cut_before_step, cut_for_resume
 from keepgoing.errors import InvalidRequestError
 
@@ -117,8 +117,8 @@ async def check_fork(
         InvalidRequestError: naming the first reused step that would differ.
     """
     target = revision if revision is not None else source.group_revision
-    if target is None or (input is None and revision is None):
-        return False
+    if target is None or (input is None and revision is None) or source.status not in TERMINAL:
+        return False  # an open run: the fork itself refuses it
     events = await store.read_history(source.run_id)
     try:
         cut = cut_before_step(events, step)
