@@ -511,3 +511,64 @@ def test_removing_the_first_of_two_patched_sites_keeps_runs_that_passed_both(
     assert client.result(run, timeout=60) == ["prepare_order@1", "finish_order@1"]
     assert not [e for e in client.history(run) if isinstance(e, ev.WorkflowBlocked)]
     assert client.get_run(run).group_revision == 2
+
+
+def test_a_resume_onto_a_newer_revision_is_refused_unless_its_history_replays_there(
+    sandbox: Sandbox, client: keepgoing.Client, scaler: Scaler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The check imports the revision's code in a subprocess; its neighbour kg_effects
+    # is found as the replicas find it.
+    monkeypatch.setenv("PYTHONPATH", str(sandbox.root))
+    v1 = deploy(sandbox, client, first_revision(sandbox))
+    scaler.start()
+    wid = v1.trigger("order", {"key": "resumed"}).workflow_id
+    run = client.get_run(wid)
+    wait_until(lambda: sandbox.effects("done", "prepare", "resumed"), 60, "v1's step")
+    client.cancel_workflow(wid)
+    wait_until(lambda: client.get_run(wid).status == "cancelled", 30, "the cancel")
+
+    v2 = deploy(sandbox, client, write_revision(sandbox, guarded=False))
+    assert v2.revision == 2
+    with pytest.raises(keepgoing.InvalidRequestError) as refused:
+        client.resume_workflow(wid, revision=2)
+    message = str(refused.value)
+    assert "does not replay on revision 2's code" in message
+    assert "TaskScheduled #1 prepare" in message and "prepare_order" in message
+    assert client.get_run(wid).run_id == run.run_id  # nothing was started
+
+    v3 = deploy(sandbox, client, write_revision(sandbox, guarded=True))
+    assert v3.revision == 3
+    resumed = client.resume_workflow(wid, revision=3)
+    assert resumed.run_id != run.run_id
+    assert client.get_run(wid).group_revision == 3
+    client.send_workflow_message(wid, "go", "z")
+    assert client.result(wid, timeout=60) == ["prepare@1", "finish:z@3"]
+
+
+def test_a_fork_with_a_new_input_is_refused_when_a_reused_step_would_get_other_arguments(
+    sandbox: Sandbox, client: keepgoing.Client, scaler: Scaler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(sandbox.root))
+    v1 = deploy(sandbox, client, first_revision(sandbox))
+    scaler.start()
+    wid = v1.trigger("order", {"key": "a"}).workflow_id
+    wait_until(lambda: sandbox.effects("done", "prepare", "a"), 60, "v1's step")
+    client.send_workflow_message(wid, "go", "x")
+    assert client.result(wid, timeout=60) == ["prepare@1", "finish:x@1"]
+
+    # A fork from step 3 (finish; #2 is the wait) reuses step 1, prepare(key), and the
+    # message: a new key changes step 1's arguments.
+    with pytest.raises(keepgoing.InvalidRequestError) as refused:
+        client.fork_workflow(wid, 3, input={"key": "b"}, workflow_id="forked-b")
+    message = str(refused.value)
+    assert "step 1 (prepare) would be scheduled with other arguments" in message
+    assert "'a'" in message and "'b'" in message
+    with pytest.raises(keepgoing.RunNotFoundError):
+        client.get_run("forked-b")  # nothing was started
+
+    # The same key reuses step 1 soundly; a fork from step 1 reuses nothing.
+    same = client.fork_workflow(wid, 3, input={"key": "a"}, workflow_id="forked-a")
+    assert client.result(same.workflow_id, timeout=60) == ["prepare@1", "finish:x@1"]
+    fresh = client.fork_workflow(wid, 1, input={"key": "b"}, workflow_id="forked-b")
+    client.send_workflow_message(fresh.workflow_id, "go", "z")
+    assert client.result(fresh.workflow_id, timeout=60) == ["prepare@1", "finish:z@1"]

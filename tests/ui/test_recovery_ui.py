@@ -59,3 +59,37 @@ def test_resume_from_here_sends_a_cancelled_run_back_into_its_step(
     stack.release("R-1")
     stack.wait_status("resume-ui", "completed")
     assert page.errors == []
+
+
+def test_the_lineage_tab_links_a_fork_to_its_origin_and_back(context: Any, stack: UiStack) -> None:
+    stack.start("line-src", ticket="L-1")
+    stack.wait_status("line-src", "completed")
+    with stack.api(stack.admin) as api:
+        made = api.post(
+            "/api/v1/runs/line-src/fork", json={"from_step": 2, "workflow_id": "line-fork"}
+        )
+        assert made.status_code < 300, made.text
+    stack.wait_status("line-fork", "completed")
+    page = sign_in(context, stack, stack.admin, "/run?id=line-fork")
+    page.click("#tab-lineage")
+    origin = page.wait_for_selector("#lineage-recovery li[data-kind=fork] a")
+    row = page.text_content("#lineage-recovery") or ""
+    assert "Forked from line-src from step #2" in row
+    origin.click()
+    page.wait_for_url(re.compile(r"/run\?id=line-src"))
+    page.click("#tab-lineage")
+    back = page.wait_for_selector("#lineage-recovery li[data-kind=fork] a")
+    assert back.text_content() == "line-fork"
+    assert "Fork line-fork from step #2" in (page.text_content("#lineage-recovery") or "")
+    assert page.errors == []
+
+
+def test_the_run_page_shows_the_newest_status_values(context: Any, stack: UiStack) -> None:
+    stack.start("progress-ui", workflow="progress", ticket="P-1")
+    stack.wait_status("progress-ui", "completed")
+    page = sign_in(context, stack, stack.admin, "/run?id=progress-ui")
+    shown = page.wait_for_selector("#run-status")
+    text = shown.text_content() or ""
+    assert "stage" in text and "routed" in text and "intake" not in text
+    assert '"done": 1' in text or '"done":1' in text
+    assert page.errors == []

@@ -196,8 +196,12 @@ async def replay_histories(
     time_limit: float = DEFAULT_TIME_LIMIT,
     not_sampled: dict[str, int] | None = None,
     import_path: Sequence[str] = (),
+    strict_args: bool = False,
 ) -> ReplayReport:
-    """Replay encoded histories (``cases``) on ``source`` in a subprocess, within the limit."""
+    """Replay encoded histories (``cases``) on ``source`` in a subprocess, within the limit.
+
+    ``strict_args``: each step must also be scheduled with its recorded arguments.
+    """
     started = time.monotonic()
     results: dict[str, RunCheck] = {}
     with tempfile.TemporaryDirectory(prefix="keepgoing-check-") as folder:
@@ -209,7 +213,7 @@ async def replay_histories(
             proc = await _spawn(python, path, err.fileno(), folder, import_path)
         try:
             await asyncio.wait_for(
-                _converse(proc, cases, results, errors), timeout=max(0.1, time_limit)
+                _converse(proc, cases, results, errors, strict_args), timeout=max(0.1, time_limit)
             )
         except TimeoutError:
             pass
@@ -256,6 +260,7 @@ async def _converse(
     cases: Sequence[tuple[OpenRun, list[dict[str, Any]]]],
     results: dict[str, RunCheck],
     errors: Path,
+    strict_args: bool = False,
 ) -> None:
     assert proc.stdin is not None and proc.stdout is not None
     first = await proc.stdout.readline()
@@ -269,7 +274,8 @@ async def _converse(
     async def feed() -> None:
         assert proc.stdin is not None
         for run, events in cases:
-            proc.stdin.write((json.dumps({"run_id": run.run_id, "events": events}) + "\n").encode())
+            line = {"run_id": run.run_id, "events": events, "strict_args": strict_args}
+            proc.stdin.write((json.dumps(line) + "\n").encode())
             await proc.stdin.drain()
         proc.stdin.close()
 

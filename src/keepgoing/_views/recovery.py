@@ -24,6 +24,7 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import TERMINAL, AuditEntry, RunRecord
 from keepgoing._store.recovery_protocol import Origin, Origins, StatusValue
 from keepgoing._views.batch import check_id
+from keepgoing._views.prefix_check import check_fork, check_resume
 from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.status import check_status_name
 from keepgoing.errors import InvalidRequestError, RunNotFoundError
@@ -137,6 +138,8 @@ async def resume(
     """Resume the newest run of ``workflow_id``; returns ``(new run, resumed run)``."""
     _workflow_id(workflow_id, "workflow_id")
     pinned = _check_revision(revision)
+    if pinned is not None:
+        await check_resume(store, workflow_id, pinned)
     now = system_clock.now()
     new, old = await store.resume_run(
         workflow_id, run_id=uuid.uuid4().hex, revision=pinned, now=now
@@ -169,6 +172,7 @@ async def fork(
     if source is None:
         raise RunNotFoundError(f"no run has workflow id {source_id!r}")
     stored = None if input is None else start_input(source.workflow_name, input)[1]
+    await check_fork(store, source, step, stored, pinned)
     run_id = uuid.uuid4().hex
     now = system_clock.now()
     new, old = await store.fork_run(

@@ -5,7 +5,9 @@ subprocess with the *new* source, so the deploying process never imports it.
 Protocol, one JSON object per line:
 
 * out, first: ``{"ready": [workflow names]}``, or ``{"import_error": text}`` and exit 3;
-* in: ``{"run_id": ..., "events": [encoded events]}`` per run, then end of input;
+* in: ``{"run_id": ..., "events": [encoded events], "strict_args": bool}`` per run,
+  then end of input (``strict_args``: a step must also be scheduled with the
+  arguments it recorded, the check of a fork's reused prefix under a new input);
 * out, per run: ``{"run_id": ..., "ok": bool, "error": text or null}``.
 
 A workflow the file does not define is a failure of that run (its history
@@ -16,11 +18,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._history.codec import decode
-from keepgoing._runtime.instance import WorkflowInstance
+from keepgoing._runtime.instance import WorkflowInstance, _diff
 from keepgoing._worker.loader import load_file
 from keepgoing._workflow.registry import registry
 from keepgoing.errors import KeepgoingError, NondeterminismError
@@ -28,7 +31,38 @@ from keepgoing.errors import KeepgoingError, NondeterminismError
 __all__ = ["main", "replay_one"]
 
 
-def replay_one(events: list[ev.Event]) -> str | None:
+def _arguments(command: ev.Event) -> object:
+    if not isinstance(command, ev.TaskScheduled):
+        return None
+    return json.loads(json.dumps([command.args, command.kwargs], sort_keys=True, default=repr))
+
+
+class _StrictInstance(WorkflowInstance):
+    """Replay that also holds each step to the arguments it was scheduled with."""
+
+    def _replay_group(self, marker: ev.ActivationCompleted, recorded: list[ev.Event]) -> None:
+        self._recorded.update(c.change_id for c in recorded if isinstance(c, ev.PatchMarked))
+        self._replaying = True
+        try:
+            self._deliver_upto(marker.saw_upto, marker.time)
+        finally:
+            self._replaying = False
+        produced, self._pending = self._pending, []
+        recorded = [c for c in recorded if not isinstance(c, ev.UNMATCHED)]
+        produced = [c for c in produced if not isinstance(c, ev.UNMATCHED)]
+        if [c.key() for c in recorded] != [c.key() for c in produced]:
+            raise NondeterminismError(_diff(marker, recorded, produced))
+        for was, now in zip(recorded, produced, strict=True):
+            if was.key() == now.key() and _arguments(was) != _arguments(now):
+                assert isinstance(was, ev.TaskScheduled) and isinstance(now, ev.TaskScheduled)
+                raise NondeterminismError(
+                    f"step {was.cmd} ({was.name}) would be scheduled with other arguments: "
+                    f"recorded args={was.args!r} kwargs={was.kwargs!r}, "
+                    f"now args={now.args!r} kwargs={now.kwargs!r}"
+                )
+
+
+def replay_one(events: Sequence[ev.Event], *, strict_args: bool = False) -> str | None:
     """None if the registered code replays ``events``; else why not (the diff)."""
     started = next((e for e in events if isinstance(e, ev.WorkflowStarted)), None)
     if started is None:
@@ -37,7 +71,8 @@ def replay_one(events: list[ev.Event]) -> str | None:
     if definition is None:
         known = ", ".join(sorted(registry.workflows)) or "none"
         return f"the new code defines no workflow {started.workflow_name!r} (it has: {known})"
-    instance = WorkflowInstance(
+    kind = _StrictInstance if strict_args else WorkflowInstance
+    instance = kind(
         definition.fn,
         run_id=started.run_id,
         workflow_id=started.workflow_id,
@@ -76,7 +111,9 @@ def main(argv: list[str]) -> int:
             continue
         body = json.loads(line)
         try:
-            error = replay_one([decode(e) for e in body["events"]])
+            error = replay_one(
+                [decode(e) for e in body["events"]], strict_args=bool(body.get("strict_args"))
+            )
         except Exception as exc:  # a history this code cannot even read
             error = f"{type(exc).__name__}: {exc}"
         _answer({"run_id": body["run_id"], "ok": error is None, "error": error})

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps
+from keepgoing._store.transitions import NON_RETRYABLE
 from keepgoing._views.steps import AttemptView, StepView, build_steps
 from keepgoing.cli._common import add_row
 
@@ -183,9 +184,18 @@ def _step_json(step: StepView) -> dict[str, Any]:
             }
             for a in step.attempts
         ],
-        "error": _error_text(step.error),
+        "error": _step_error(step),
         "retry_at": None if ended or last is None else last.retry_at,
     }
+
+
+def _step_error(step: StepView) -> str:
+    """A failed step's error, led by why its last attempt was not retried, if it says."""
+    error = _error_text(step.error)
+    last = step.attempts[-1] if step.attempts else None
+    if error and last is not None and last.outcome == NON_RETRYABLE and (why := _why(last)):
+        return f"{why}: {error}"
+    return error
 
 
 def _offset(t: Timeline, at: float | None) -> str:
@@ -205,7 +215,7 @@ def steps_table(t: Timeline, *, title: str | None = None) -> Table:
         last = step.attempts[-1] if step.attempts else None
         retried = max(0, len(step.attempts) - 1)
         attempts = f"{len(step.attempts)}" + (f" ({retried} retried)" if retried else "")
-        error = _error_text(step.error) or next(
+        error = _step_error(step) or next(
             (said for a in reversed(step.attempts) if (said := _said(a))), ""
         )
         add_row(

@@ -144,3 +144,44 @@ def test_force_deploys_code_the_check_cannot_import_and_keeps_every_run_pinned(
             await store.close()
 
     asyncio.run(scenario())
+
+
+ARGS = """
+from keepgoing import task, workflow
+
+@task
+def step(pair: tuple[int, int], note: str = "") -> int:
+    return 1
+
+@workflow
+async def flow(x: int) -> int:
+    return await step((x, x), note="n")
+"""
+
+
+def argued(x: int, recorded: int) -> list[dict[str, Any]]:
+    events: list[ev.Event] = [
+        ev.WorkflowStarted(
+            workflow_name="flow",
+            workflow_id="wf-r1",
+            run_id="r1",
+            input={"args": [x], "kwargs": {}},
+            code_version="",
+            seq=1,
+            at=1.0,
+        ),
+        ev.ActivationCompleted(saw_upto=1, time=1.0, seq=2, at=1.0),
+        ev.TaskScheduled(
+            cmd=1, name="step", args=[[recorded, recorded]], kwargs={"note": "n"}, seq=3, at=1.0
+        ),
+    ]
+    return [encode(e) for e in events]
+
+
+def test_strict_arguments_name_the_first_step_a_new_input_changes() -> None:
+    assert check(ARGS, [(run(), argued(1, 1))], strict_args=True).failures == ()
+    # Without strict_args, replay matches by name and number only.
+    assert check(ARGS, [(run(), argued(2, 1))]).failures == ()
+    (failure,) = check(ARGS, [(run(), argued(2, 1))], strict_args=True).failures
+    assert "step 1 (step) would be scheduled with other arguments" in (failure.error or "")
+    assert "[[1, 1]]" in (failure.error or "") and "2" in (failure.error or "")

@@ -441,6 +441,7 @@ async function showLineage() {
       runRow(lineage.run, "This run"),
       ...lineage.children.map((c) => runRow(c, "Child")),
     ),
+    recoveryLineage(lineage),
     el("h3", {}, `Messages received (${m.messages.length})`),
     m.messages.length
       ? el("table", { class: "grid", id: "lineage-messages" }, el("thead", {}, el("tr", {}, ...["Time", "Name", "Sender", "Payload"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, m.messages.map((msg) => el("tr", {}, el("td", {}, timeEl(msg.at)), el("td", {}, msg.name), el("td", {}, senderLink(msg)), el("td", {}, el("code", {}, json(msg.payload, 0)))))))
@@ -450,6 +451,18 @@ async function showLineage() {
       ? el("table", { class: "grid" }, el("thead", {}, el("tr", {}, ...["Time", "To", "Name", "Outcome"].map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, m.sent.map((s) => el("tr", {}, el("td", {}, timeEl(s.at)), el("td", {}, el("a", { href: runHref(s.to) }, s.to)), el("td", {}, s.name), el("td", {}, s.delivered || "pending")))))
       : el("p", { class: "muted" }, "None."),
   );
+}
+
+// The run this one was resumed or forked from, and the runs made from it (both ways).
+function recoveryLineage(lineage) {
+  const link = (o, text) => el("li", { "data-kind": o.kind }, `${text} `, el("a", { href: runHref(o.workflow_id, o.run_id) }, o.workflow_id), o.step ? ` from step #${o.step}` : "");
+  const made = { fork: "Forked from", resume: "Resumed from" };
+  const gave = { fork: "Fork", resume: "Resumed as" };
+  const rows = [
+    ...(lineage.origin ? [link(lineage.origin, made[lineage.origin.kind] || lineage.origin.kind)] : []),
+    ...(lineage.derived || []).map((d) => link(d, gave[d.kind] || d.kind)),
+  ];
+  return rows.length ? el("ul", { class: "lineage", id: "lineage-recovery", "aria-label": "Resumes and forks" }, ...rows) : el("p", { class: "muted", id: "lineage-recovery" }, "Not resumed or forked.");
 }
 
 function senderLink(msg) {
