@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from keepgoing._store.protocol import Store
 from keepgoing._store.volume_records import CommitOrigin, StagedCommit, VersionInfo
 from keepgoing._worker.retention import RetentionPolicy, RetentionSweep
+from keepgoing.errors import VolumeNotFoundError
 from keepgoing.testing import FakeClock
 
 from ._builders import NOW, start
+from .test_volumes import big_text
 
 DAY = 86400.0
 
@@ -98,3 +102,28 @@ async def test_the_services_sweep_runs_volume_gc_and_audits_it(store: Store) -> 
     assert await _ids(store) == [3]
     entries = [e for e in await store.list_audit(limit=50) if e.action == "retention.volumes"]
     assert [(e.detail["versions"], e.detail["objects"] > 0) for e in entries] == [(2, True)]
+
+
+async def test_shared_chunks_and_deltas_survive_and_dropped_versions_are_gone(
+    store: Store,
+) -> None:
+    await store.volume_open("mem", create=True, now=NOW)
+    same = b"shared by every version\n" * 400
+    texts = [big_text(changed=i * 7) for i in range(4)]  # each a one-line edit: deltas
+    for i, text in enumerate(texts):
+        staged = StagedCommit("mem", "main", puts=(("same.txt", same), ("big.txt", text)))
+        await store.volume_commit(staged, now=NOW + i)
+    await store.volume_retain("mem", 1, None, NOW)
+
+    result = await store.volume_gc("mem", NOW + DAY)
+
+    assert [v for _, v in result.versions] == [1, 2, 3] and result.objects > 0
+    assert await store.volume_read("mem", "main", None, "big.txt") == texts[-1]
+    assert await store.volume_read("mem", "main", None, "same.txt") == same
+    with pytest.raises(VolumeNotFoundError):
+        await store.volume_read("mem", "main", 2, "big.txt")
+    # A new version may reuse content only a dropped version had.
+    await store.volume_commit(
+        StagedCommit("mem", "main", puts=(("big.txt", texts[0]),)), now=NOW + DAY
+    )
+    assert await store.volume_read("mem", "main", None, "big.txt") == texts[0]

@@ -64,7 +64,31 @@ class _Totals(NamedTuple):
     last_at: float | None
 
 
-_KEY = "day = ? AND workflow = ? AND model = ? AND key_id = ?"
+def _add(column: str) -> str:
+    return f"{column} = gateway_usage_days.{column} + excluded.{column}"
+
+
+def _pick(column: str, op: str) -> str:
+    return (
+        f"{column} = CASE WHEN excluded.{column} {op} gateway_usage_days.{column} "
+        f"THEN excluded.{column} ELSE gateway_usage_days.{column} END"
+    )
+
+
+#: One statement adds a day's calls, so two deletions folding into one day at
+#: once (the sweep and ``runs prune``) both count.
+_UPSERT = (
+    f"INSERT INTO gateway_usage_days (day, workflow, model, key_id, {', '.join(_Day._fields)}) "
+    f"VALUES ({', '.join('?' * 14)}) ON CONFLICT (day, workflow, model, key_id) DO UPDATE SET "
+    + ", ".join(
+        [
+            *(_add(c) for c in _Day._fields[:7]),
+            _pick("latency_max", ">"),
+            _pick("first_at", "<"),
+            _pick("last_at", ">"),
+        ]
+    )
+)
 
 
 def _day(at: float) -> str:
@@ -116,21 +140,7 @@ def fold_calls(conn: Any, marks: str, run_ids: Sequence[str]) -> int:
         )
         days[key] = _merge(days[key], row) if key in days else row
     for key, row in sorted(days.items()):
-        held = one(conn, _Day, f"SELECT {', '.join(_Day._fields)} FROM gateway_usage_days "
-                   f"WHERE {_KEY} /*FOR UPDATE*/", key)  # fmt: skip
-        if held is None:
-            conn.execute(
-                f"INSERT INTO gateway_usage_days (day, workflow, model, key_id, "
-                f"{', '.join(_Day._fields)}) VALUES ({', '.join('?' * 14)})",
-                (*key, *row),
-            )
-        else:
-            merged = _merge(held, row)
-            conn.execute(
-                f"UPDATE gateway_usage_days SET {', '.join(f'{f} = ?' for f in _Day._fields)} "
-                f"WHERE {_KEY}",
-                (*merged, *key),
-            )
+        conn.execute(_UPSERT, (*key, *row))
     return len(calls)
 
 

@@ -155,13 +155,19 @@ def _all_versions(txn: _Txn, volume: str) -> list[core.VersionRow]:
     return rows
 
 
+def _dropped(conn: Any, volume: str | None, now: float) -> list[tuple[str, int]]:
+    return [(p.volume, v) for p in _policies(conn, volume) for v in droppable(conn, p, now)]
+
+
 def collect(conn: Any, volume: str | None, now: float, dry_run: bool) -> VolumeGc:
     """Drop what the policies let go (see the module's docstring); what went."""
-    if not dry_run and not isinstance(conn, sqlite3.Connection):
-        conn.execute("LOCK TABLE volume_objects IN ACCESS EXCLUSIVE MODE")
-    dropped = [(p.volume, v) for p in _policies(conn, volume) for v in droppable(conn, p, now)]
+    dropped = _dropped(conn, volume, now)
     if not dropped:  # objects lose their last reader only when a version goes
         return VolumeGc(volume, (), 0, dry_run)
+    if not dry_run and not isinstance(conn, sqlite3.Connection):
+        # Wait for every transaction that read or wrote an object, then decide again.
+        conn.execute("LOCK TABLE volume_objects IN ACCESS EXCLUSIVE MODE")
+        dropped = _dropped(conn, volume, now)
     gone, rebased = _unreached(conn, set(dropped))
     if not dry_run:
         txn = _Txn(conn)
