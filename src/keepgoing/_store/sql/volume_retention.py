@@ -201,6 +201,9 @@ class SqlVolumeRetentionMixin:
     async def volume_retain(
         self, volume: str, keep_versions: int | None, keep_for: float | None, now: float
     ) -> None:
+        held: list[_Policy] = await self._read(lambda c: _policies(c, volume))
+        if _Policy(volume, keep_versions, keep_for) in held:
+            return  # a handle made in every attempt writes once, not every time
         await self._write(lambda c: retain(c, volume, keep_versions, keep_for, now))
 
     async def volume_gc(self, volume: str | None, now: float, *, dry_run: bool = False) -> VolumeGc:
