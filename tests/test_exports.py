@@ -59,6 +59,7 @@ EXPECTED_ALL = [
     "VolumeDiff",
     "VolumeError",
     "VolumeFileNotFoundError",
+    "VolumeGc",
     "VolumeNotFoundError",
     "Worker",
     "WorkerImportError",

@@ -11,7 +11,7 @@ from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._groups.image import Image
 from keepgoing._groups.secrets import Secret
 from keepgoing._schedules.commands import ScheduleInfo
-from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff
+from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff, VolumeGc
 from keepgoing._version import __version__ as __version__
 from keepgoing._views.operations import Operation
 from keepgoing._volumes.volume import Volume
@@ -151,6 +151,7 @@ __all__ = [
     "VolumeDiff",
     "VolumeError",
     "VolumeFileNotFoundError",
+    "VolumeGc",
     "VolumeNotFoundError",
     "Worker",
     "WorkerImportError",

@@ -111,3 +111,19 @@ def test_errors_name_the_problem_and_exit_non_zero(kg: Sandbox, memory: Volume) 
     taken = volume_cli(kg, "fork", "agent", "main")
     assert taken.returncode == 1 and "already has a ref named 'main'" in taken.stderr
     assert json.loads(volume_cli(kg, "ls", "--json").stdout) == ["agent"]  # nothing created
+
+
+@pytest.mark.timeout(90)
+def test_gc_prints_what_it_dropped(kg: Sandbox, memory: Volume) -> None:
+    store: Store = store_from_url(kg.url)
+    try:
+        Volume("agent", store=store, keep_versions=1)
+    finally:
+        access.call(store, store.close())
+    dry = volume_cli(kg, "gc", "agent", "--dry-run")
+    assert dry.returncode == 0 and "would drop 2 versions (1, 2)" in dry.stdout
+    done = json.loads(volume_cli(kg, "gc", "agent", "--json").stdout)
+    assert [v[1] for v in done["versions"]] == [1, 2] and done["objects"] > 0
+    assert [v.id for v in memory.versions()] == [3]
+    missing = volume_cli(kg, "gc", "nope")
+    assert missing.returncode != 0 and "nope" in missing.stdout + missing.stderr

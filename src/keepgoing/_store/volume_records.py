@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["CommitOrigin", "FileInfo", "StagedCommit", "VersionInfo", "VolumeDiff"]
+__all__ = [
+    "CommitOrigin",
+    "FileInfo",
+    "StagedCommit",
+    "VersionInfo",
+    "VolumeDiff",
+    "VolumeGc",
+]
 
 
 @dataclass(frozen=True)
@@ -122,3 +129,15 @@ class CommitOrigin:
     run_id: str
     step: int
     attempt: int
+
+
+@dataclass(frozen=True)
+class VolumeGc:
+    """What one volume garbage collection dropped (or, dry, would drop)."""
+
+    volume: str | None
+    #: ``(volume, version id)`` of each version dropped, oldest first.
+    versions: tuple[tuple[str, int], ...] = ()
+    #: Objects (chunks, manifests, chunk lists) no kept version reaches.
+    objects: int = 0
+    dry_run: bool = False

@@ -5,7 +5,8 @@ Model
 * A **volume** has a name, refs and versions. Creating a volume creates its
   ref ``main`` with no version.
 * A **version** (1, 2, 3, ... per volume) is an immutable manifest: path ->
-  (content hash, size, updated_at). Versions are never deleted.
+  (content hash, size, updated_at). Versions are deleted only by the
+  volume's own retention policy (:meth:`VolumeStore.volume_gc`).
 * A **ref** names a head version (or none yet). ``fork`` makes a new ref at
   a version of another. Commits move a ref's head by compare-and-set: the
   change set of a :class:`~keepgoing._store.volume_records.StagedCommit` is applied
@@ -29,7 +30,13 @@ from __future__ import annotations
 
 import abc
 
-from keepgoing._store.volume_records import CommitOrigin, FileInfo, StagedCommit, VersionInfo
+from keepgoing._store.volume_records import (
+    CommitOrigin,
+    FileInfo,
+    StagedCommit,
+    VersionInfo,
+    VolumeGc,
+)
 
 __all__ = ["VolumeStore"]
 
@@ -118,4 +125,19 @@ class VolumeStore(abc.ABC):
 
         Raises:
             VolumeNotFoundError: the volume or the ref is missing.
+        """
+
+    @abc.abstractmethod
+    async def volume_retain(
+        self, volume: str, keep_versions: int | None, keep_for: float | None, now: float
+    ) -> None:
+        """Record ``volume``'s retention policy (both None: keep every version)."""
+
+    @abc.abstractmethod
+    async def volume_gc(self, volume: str | None, now: float, *, dry_run: bool = False) -> VolumeGc:
+        """Drop the versions of ``volume`` (None: every volume with a policy) that
+        its policy lets go, and every object no remaining version reaches.
+
+        Raises:
+            VolumeNotFoundError: ``volume`` does not exist.
         """

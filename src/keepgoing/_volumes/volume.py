@@ -15,7 +15,13 @@ from typing import Any, TypeVar
 
 from keepgoing._clock import system_clock
 from keepgoing._store.protocol import Store
-from keepgoing._store.volume_records import FileInfo, StagedCommit, VersionInfo, VolumeDiff
+from keepgoing._store.volume_records import (
+    FileInfo,
+    StagedCommit,
+    VersionInfo,
+    VolumeDiff,
+    VolumeGc,
+)
 from keepgoing._volumes import access, diff
 from keepgoing._volumes.paths import (
     check_name,
@@ -25,6 +31,7 @@ from keepgoing._volumes.paths import (
     normalise_path,
 )
 from keepgoing._volumes.staging import HEAD, AttemptVolumes, Head, Stage, current_attempt
+from keepgoing._workflow.durations import parse_duration
 from keepgoing.errors import VolumeError, VolumeFileNotFoundError, VolumeNotFoundError
 
 __all__ = ["Volume"]
@@ -72,8 +79,12 @@ class Volume:
         create_if_missing: bool = True,
         store: str | Store | None = None,
         max_file_size: int | None = None,
+        keep_versions: int | None = None,
+        keep_for: object = None,
     ) -> None:
         self.name = check_name(name, "volume name")
+        kept = _keep_versions(keep_versions)
+        kept_for = None if keep_for is None else _keep_for(keep_for)
         self.ref = check_name(ref, "ref")
         self._version = _check_version_id(version_id)
         self._limit = _limit(max_file_size)
@@ -87,6 +98,19 @@ class Volume:
         self._open(self._store, create_if_missing and self._version is None)
         if self._version is not None:
             self._call(self._store, self._store.volume_version(self.name, self.ref, self._version))
+        if kept is not None or kept_for is not None:
+            now = system_clock.now()
+            self._call(self._store, self._store.volume_retain(self.name, kept, kept_for, now))
+
+    def gc(self, *, dry_run: bool = False) -> VolumeGc:
+        """Drop the versions this volume's policy lets go and the chunks no version uses.
+
+        A ref's head, a fork's base and a version an open run wrote are never
+        dropped. ``dry_run`` reports the same and deletes nothing.
+        """
+        store = self._store_now()
+        now = system_clock.now()
+        return self._call(store, store.volume_gc(self.name, now, dry_run=dry_run))
 
     # -- handles ------------------------------------------------------------------------------
     @property
@@ -431,3 +455,18 @@ def _as_bytes(data: object) -> bytes:
     if isinstance(data, bytes | bytearray | memoryview):
         return bytes(data)
     raise VolumeError(f"put_file needs bytes or str, not {type(data).__name__}")
+
+
+def _keep_versions(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise VolumeError(f"keep_versions must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def _keep_for(value: object) -> float:
+    seconds = parse_duration(value, what="keep_for")
+    if seconds <= 0:
+        raise VolumeError(f"keep_for must be longer than zero, not {value!r}")
+    return seconds

@@ -80,6 +80,8 @@ class SweepReport:
     swept: SweptRows = field(default_factory=SweptRows)
     archived: list[str] = field(default_factory=list)
     audit_trimmed: int = 0
+    volume_versions: int = 0  # versions dropped by the volumes' own policies
+    volume_objects: int = 0  # objects no remaining version reads
     would_delete: list[RunRecord] = field(default_factory=list)  # a dry run's runs
     more: bool = False  # a batch was full: more runs are due now
 
@@ -213,6 +215,16 @@ class RetentionSweep:
             report.audit_trimmed = await self.store.trim_audit(
                 now - self.policy.audit, self.policy.batch
             )
+        if not report.more:  # volumes once the runs are caught up
+            gc = await self.store.volume_gc(None, now)
+            report.volume_versions, report.volume_objects = len(gc.versions), gc.objects
+            if gc.versions:
+                log.info(
+                    "retention dropped %d volume version(s) and %d object(s)",
+                    len(gc.versions),
+                    gc.objects,
+                    extra={"fields": {"event": "retention", "versions": len(gc.versions)}},
+                )
         if report.swept.runs or report.audit_trimmed:
             log.info(
                 "retention deleted %d run(s) (%d rows, %d archived), %d audit entries",

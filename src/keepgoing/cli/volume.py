@@ -1,4 +1,4 @@
-"""``keepgoing volume ls | cat | versions | diff | rollback | fork``: versioned volumes.
+"""``keepgoing volume ls | cat | versions | diff | rollback | fork | gc``: versioned volumes.
 
 The commands open the store directly (``--store``, else ``KEEPGOING_STORE``,
 else the project's SQLite file; its URL is printed on stderr) and never create a
@@ -36,6 +36,7 @@ volume_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(volume_app, name="volume")
+app.add_typer(volume_app, name="volumes", hidden=True)
 
 NameArg = Annotated[str, typer.Argument(help="The volume's name.", show_default=False)]
 RefOption = Annotated[str, typer.Option("--ref", help="The ref (line of versions).")]
@@ -233,6 +234,36 @@ def fork(
     else:
         at = f"version {head.id}" if head else "no version"
         console.print(f"created ref {new_ref} of {name} at {at}")
+
+
+@volume_app.command("gc")
+def gc(
+    name: NameArg,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be dropped; delete nothing.")
+    ] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Drop the versions of volume NAME its retention policy lets go, and unused chunks.
+
+    The policy is the one ``Volume(NAME, keep_versions=N, keep_for="30d")`` set.
+    A ref's head, a fork's base and a version an open run wrote are never dropped.
+
+    Example:
+
+        keepgoing volume gc agent-memory --dry-run
+    """
+    with cli_errors():
+        result = _open(name, "main", store).gc(dry_run=dry_run)
+    if as_json:
+        emit_json(result)
+        return
+    verb = "would drop" if dry_run else "dropped"
+    ids = ", ".join(str(v) for _, v in result.versions) or "none"
+    console.print(
+        f"{name}: {verb} {len(result.versions)} versions ({ids}), {result.objects} objects"
+    )
 
 
 def _print_names(names: list[str], as_json: bool) -> None:

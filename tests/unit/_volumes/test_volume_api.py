@@ -271,3 +271,36 @@ def test_the_store_can_be_named_by_url(tmp_path: Path) -> None:
         repr(Volume("agent", store=url).at_version(1))
         == "Volume('agent', ref='main', version_id=1)"
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"keep_versions": 0}, "keep_versions"),
+        ({"keep_versions": True}, "keep_versions"),
+        ({"keep_versions": "3"}, "keep_versions"),
+        ({"keep_for": "soon"}, "keep_for"),
+        ({"keep_for": 0}, "keep_for"),
+        ({"keep_for": -5}, "keep_for"),
+    ],
+)
+def test_a_bad_retention_policy_is_refused_by_name(
+    store: Store, options: dict[str, object], named: str
+) -> None:
+    with pytest.raises((VolumeError, ValueError), match=named):
+        Volume("agent", store=store, **options)  # type: ignore[arg-type]
+    assert access.call(store, store.volume_list()) == []  # nothing was created
+
+
+def test_keep_versions_drops_old_versions_on_gc(store: Store) -> None:
+    notes = Volume("agent", store=store, keep_versions=2, keep_for="1h")
+    for i in range(4):
+        notes.put_file("notes.md", f"draft {i}\n")
+    assert notes.gc(dry_run=True).versions == ()  # every version is younger than an hour
+    assert [v.id for v in notes.versions()] == [1, 2, 3, 4]
+    assert Volume("agent", store=store, keep_versions=2).gc().versions == (
+        ("agent", 1),
+        ("agent", 2),
+    )
+    assert [v.id for v in notes.versions()] == [3, 4]
+    assert notes.read_text("notes.md") == "draft 3\n"

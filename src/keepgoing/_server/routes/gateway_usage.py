@@ -198,7 +198,9 @@ async def usage(
     time (`bucket` seconds per point; by default about 60 points), and every gateway
     key's budgets with what is left of them today and in all. Read from the usage
     ledger, which keeps every call, including those of attempts that failed or whose
-    worker was killed (`attempt_state` says which)."""
+    worker was killed (`attempt_state` says which). Calls that retention deleted with
+    their runs stay as per-day aggregates: `totals` adds those whose calls all fall in
+    the range (and match `workflow`, `model` and `key_id`; none with `run_id` or `step`)."""
     ctx = context(request)
     now = ctx.clock.now()
     end = until if until is not None else now

@@ -5,7 +5,8 @@ time. Read by ``SqlGatewayMixin.gateway_usage``.
 A call's workflow is its run's (``runs.workflow_name``, joined on the run id); a call
 made outside a run has none. Buckets are computed on whole milliseconds with integer
 division, so SQLite and PostgreSQL put every call in the same bucket (a float cast
-rounds on one and truncates on the other).
+rounds on one and truncates on the other). The totals add the per-day aggregates
+of calls retention deleted (:mod:`keepgoing._store.sql.gateway_days`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from keepgoing._store.gateway_protocol import (
     UsageReport,
     UsageRow,
 )
+from keepgoing._store.sql.gateway_days import folded_totals
 from keepgoing._store.sql.rows import every, one
 
 __all__ = ["MAX_POINTS", "check_query", "usage_report"]
@@ -154,7 +156,7 @@ def usage_report(conn: Any, query: UsageQuery) -> UsageReport:
     assert total is not None  # an aggregate without GROUP BY always has its row
     return UsageReport(
         rows=[_usage(r) for r in rows],
-        totals=_usage(total),
+        totals=folded_totals(conn, query, _usage(total)),
         points=_points(conn, query, where, params) if query.bucket is not None else [],
         bucket=query.bucket,
     )

@@ -16,9 +16,11 @@ prune`` and the services' sweep cannot disagree. A run may go when:
 The deletion removes every row that hangs off the run: its history (events,
 attempts, messages), tasks (operation rows), timers, event waits and the
 events they consumed (when no kept run consumed them too), reviews, patch
-marks, attempt logs and gateway calls. The gateway's per-day spend
-(``gateway_spend``) and the audit log stay. Deletes go by primary key or by an
-index that leads with ``run_id``, so they are index scans on both dialects.
+marks, attempt logs and gateway calls. The gateway calls are first folded
+into per-day aggregates (``gateway_usage_days``, :mod:`.gateway_days`), and the
+gateway's per-day spend (``gateway_spend``) and the audit log stay. Deletes
+go by primary key or by an index that leads with ``run_id``, so they are index
+scans on both dialects.
 
 Lock order (PostgreSQL): the runs' rows first, ``FOR UPDATE SKIP LOCKED`` (a
 run locked by another transaction is left to the next sweep), then the rows
@@ -36,6 +38,7 @@ from keepgoing._store.refused import name_refused
 from keepgoing._store.retention_protocol import RetentionStore, RetentionWindow, SweptRows
 from keepgoing._store.sql import messaging
 from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql.gateway_days import fold_calls
 from keepgoing._store.sql.rows import columns, every, value
 
 __all__ = ["SqlRetentionMixin", "deletable"]
@@ -172,6 +175,8 @@ def _delete_rows(conn: Any, ids: list[str]) -> dict[str, int]:
         f"AND o.run_id NOT IN ({marks}))",
         (*ids, *ids),
     ).rowcount
+    # The gateway calls' usage stays, as per-day aggregates, before their rows go.
+    fold_calls(conn, marks, ids)
     for table in _RUN_TABLES:
         counts[table] = conn.execute(f"DELETE FROM {table} WHERE run_id IN ({marks})", ids).rowcount
     counts["runs"] = conn.execute(f"DELETE FROM runs WHERE run_id IN ({marks})", ids).rowcount

@@ -54,6 +54,7 @@ from keepgoing._store.sql.recovery import SqlRecoveryMixin
 from keepgoing._store.sql.retention import SqlRetentionMixin
 from keepgoing._store.sql.revisions import SqlRevisionsMixin
 from keepgoing._store.sql.schedules import SqlSchedulesMixin
+from keepgoing._store.sql.volume_retention import SqlVolumeRetentionMixin
 from keepgoing._store.sql.volumes import SqlVolumesMixin
 
 __all__ = ["SqlStore"]
@@ -65,6 +66,7 @@ class SqlStore(
     SqlObserveMixin,
     SqlInspectMixin,
     SqlVolumesMixin,
+    SqlVolumeRetentionMixin,
     SqlGatewayMixin,
     SqlGroupsMixin,
     SqlRevisionsMixin,

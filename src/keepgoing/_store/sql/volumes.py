@@ -237,6 +237,19 @@ class _Txn:
             ),
         )
 
+    def store_alone(self, key: str) -> None:
+        """Store object ``key`` without its base, so the base may be deleted."""
+        plain = self.get_object(key)
+        if plain is None:
+            return
+        codec, data = _ZLIB, zlib.compress(plain, _LEVEL)
+        if len(data) >= len(plain):
+            codec, data = _RAW, plain
+        self.conn.execute(
+            "UPDATE volume_objects SET base = NULL, depth = 0, codec = ?, data = ? WHERE key = ?",
+            (codec, data, bytes.fromhex(key)),
+        )
+
     def _usable_base(self, key: str) -> tuple[str, int] | None:
         """``key`` and its depth; at the depth cap, the root of its chain instead.
 

@@ -52,6 +52,7 @@ __all__ = [
     "open_volume",
     "read",
     "version_at",
+    "version_objects",
     "versions",
 ]
 
@@ -297,6 +298,16 @@ def _manifest_chunks(txn: VolumeTxn, row: VersionRow | None) -> Chunks:
     if row.chunked:
         return _chunk_list(txn, row.manifest)
     return ((row.manifest, 0),)
+
+
+def version_objects(txn: VolumeTxn, row: VersionRow) -> set[str]:
+    """Every object a version reads: its manifest (or chunk list and chunks)
+    and each file's chunks; retention keeps these."""
+    keys = {key for key, _ in _manifest_chunks(txn, row)}
+    keys.add(row.manifest)
+    for entry in _parse_manifest(txn, row).values():
+        keys.update(str(k) for k in entry.flat[0::2])
+    return keys
 
 
 def _chunk_list(txn: VolumeTxn, key: str) -> Chunks:
