@@ -287,7 +287,9 @@ class ScheduleMethods:
         the group's queue is its own, so its other ``code`` schedules are paused."""
         if self._http is not None:
             body = {"declared": declared_to_body(declared), "queue": queue}
-            found = self._http.call("POST", f"{API}/declared", idempotent=True, json=body)
+            found = self._http.call(
+                "POST", "/api/v1/declared-schedules", idempotent=True, json=body
+            )
             return list(found["changes"])
         changes: list[str] = self._run(
             sync_declared(

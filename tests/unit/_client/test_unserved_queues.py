@@ -112,9 +112,9 @@ def test_a_queue_a_registered_worker_serves_is_known(client: keepgoing.Client) -
     client.groups._s.run(register())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        client.trigger_workflow("weekly_report", task_queue="reports")
+        client.trigger_workflow("unserved_weekly_probe", task_queue="reports")
     with pytest.warns(keepgoing.UnknownQueueWarning, match="closest known queue is 'reports'"):
-        client.trigger_workflow("weekly_report", task_queue="reprots")
+        client.trigger_workflow("unserved_weekly_probe", task_queue="reprots")
 
 
 def test_a_producers_triggers_read_the_catalog_and_groups_once(

@@ -3,7 +3,7 @@
 Permissions: ``schedules.read`` to list and show, ``schedules.write`` for the
 rest (``admin`` implies both). Every change goes through
 :mod:`keepgoing._schedules.commands`, which audits it with the caller as the
-actor. ``POST /schedules/declared`` is what a deploy over HTTP sends: the
+actor. ``POST /declared-schedules`` is what a deploy over HTTP sends: the
 schedules its file declares, kept in step as ``_schedules/declared.py`` says.
 """
 
@@ -210,7 +210,7 @@ async def delete_schedule(
 
 
 @router.post(
-    "/schedules/declared",
+    "/declared-schedules",
     responses=documented(reads=False),
     summary="Register a deployed file's declared schedules",
 )
