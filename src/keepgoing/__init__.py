@@ -8,6 +8,7 @@ and which carry on from the last finished step when their worker is killed.
 from keepgoing._client.client import Client
 from keepgoing._client.deploy import WorkflowWorker, deploy_workflow_worker
 from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
+from keepgoing._durations import Duration, parse_duration
 from keepgoing._groups.image import Image
 from keepgoing._groups.secrets import Secret
 from keepgoing._schedules.commands import ScheduleInfo
@@ -36,7 +37,6 @@ from keepgoing._workflow.context import (
     random,
     uuid4,
 )
-from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.messages import (
     WorkflowMessage,
     local_messages,

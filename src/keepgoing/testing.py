@@ -16,12 +16,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from keepgoing._client.client import Client
+from keepgoing._durations import Duration, parse_duration
 from keepgoing._history import events as ev
 from keepgoing._history.codec import loads_history
 from keepgoing._runtime.instance import WorkflowInstance
 from keepgoing._schedules.service import fire_due
 from keepgoing._worker.inprocess import use_clock
-from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.workflow import WorkflowDefinition
 
 __all__ = ["FakeClock", "fake_clock", "replay"]

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from keepgoing._history.events import WorkflowCompleted
+from keepgoing._schedule_spec import slot_iso
 from keepgoing._schedules import commands as ops
 from keepgoing._schedules.commands import Actor, ScheduleRequest
 from keepgoing._schedules.service import fire_due
-from keepgoing._schedules.spec import slot_iso
 from keepgoing._store.protocol import Store
 from keepgoing.errors import InvalidScheduleError, ScheduleExistsError, ScheduleNotFoundError
 

@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from keepgoing._durations import parse_duration
+from keepgoing._schedule_spec import OVERLAPS, ScheduleSpec, parse_spec, slot_iso
 from keepgoing._schedules.service import spec_of
-from keepgoing._schedules.spec import OVERLAPS, ScheduleSpec, parse_spec, slot_iso
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry
 from keepgoing._store.schedules_protocol import FireSlot, ScheduleAction, ScheduleRecord
-from keepgoing._workflow.durations import parse_duration
 from keepgoing._workflow.inputs import start_input
 from keepgoing.errors import (
     InvalidDurationError,

@@ -16,12 +16,12 @@ import logging
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from keepgoing._durations import parse_duration
+from keepgoing._schedule_spec import parse_spec, slot_iso
 from keepgoing._schedules import commands as ops
 from keepgoing._schedules.commands import Actor, ScheduleRequest
-from keepgoing._schedules.spec import parse_spec, slot_iso
 from keepgoing._store.protocol import Store
 from keepgoing._store.schedules_protocol import ScheduleRecord
-from keepgoing._workflow.durations import parse_duration
 from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.schedule import Schedule
 

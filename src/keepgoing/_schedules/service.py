@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 
 from keepgoing._clock import Clock, system_clock
-from keepgoing._schedules.spec import ScheduleSpec, slot_iso
+from keepgoing._schedule_spec import ScheduleSpec, slot_iso
 from keepgoing._store.protocol import Store
 from keepgoing._store.schedules_protocol import FireSlot, ScheduleRecord
 from keepgoing.errors import ScheduleNotFoundError, StoreError

@@ -1,6 +1,6 @@
 """The store's schedules facet: schedule rows, their actions, and firing a slot.
 
-A schedule row holds its spec as JSON (``_schedules/spec.py`` reads it) and a
+A schedule row holds its spec as JSON (``_schedule_spec.py`` reads it) and a
 cursor: ``next_slot_at``, the next slot to act on, and ``next_due_at``, when
 (the slot plus its jitter). Firing is a compare-and-set on the cursor in the
 same transaction that records each slot's action and starts its run, so one

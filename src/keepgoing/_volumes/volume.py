@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from keepgoing._clock import system_clock
+from keepgoing._durations import parse_duration
 from keepgoing._store.protocol import Store
 from keepgoing._store.volume_records import (
     FileInfo,
@@ -31,7 +32,6 @@ from keepgoing._volumes.paths import (
     normalise_path,
 )
 from keepgoing._volumes.staging import HEAD, AttemptVolumes, Head, Stage, current_attempt
-from keepgoing._workflow.durations import parse_duration
 from keepgoing.errors import VolumeError, VolumeFileNotFoundError, VolumeNotFoundError
 
 __all__ = ["Volume"]

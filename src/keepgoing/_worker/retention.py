@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from keepgoing._clock import Clock, system_clock
+from keepgoing._durations import parse_duration
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import RunRecord
 from keepgoing._store.retention_protocol import RetentionWindow, SweptRows
 from keepgoing._worker.archive import write_archive
-from keepgoing._workflow.durations import parse_duration
 from keepgoing.errors import ConfigurationError, InvalidDurationError
 
 __all__ = [

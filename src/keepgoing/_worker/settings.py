@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from keepgoing._workflow.durations import parse_duration
+from keepgoing._durations import parse_duration
 from keepgoing.errors import ConfigurationError
 
 __all__ = ["WorkerSettings"]

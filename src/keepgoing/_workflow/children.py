@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from keepgoing._durations import Duration, parse_duration
 from keepgoing._history import events as ev
 from keepgoing._payload import MAX_DEPTH, plain
 from keepgoing._runtime.waits import ContinueAsNew
-from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.messages import check_name, require_workflow, send_message
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.workflow import WorkflowDefinition

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from keepgoing._durations import Duration, parse_duration
 from keepgoing._history import events as ev
 from keepgoing._payload import check_json, message_payload
 from keepgoing._runtime.context import current_instance
 from keepgoing._runtime.instance import WorkflowInstance
-from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing.errors import WorkflowMessageTimeoutError
 
 __all__ = [

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from keepgoing._schedules.spec import OVERLAPS, parse_spec
+from keepgoing._schedule_spec import OVERLAPS, parse_spec
 from keepgoing.errors import InvalidScheduleError
 
 __all__ = ["Schedule", "declared_schedules"]

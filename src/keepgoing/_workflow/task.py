@@ -8,10 +8,10 @@ import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
+from keepgoing._durations import Duration, parse_duration
 from keepgoing._runtime.context import current_instance
 from keepgoing._runtime.instance import TaskSpec
 from keepgoing._workflow._callables import bind_arguments, check_call, origin_of
-from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.retry_policy import ErrorTypes, check_overlap, exception_types
 from keepgoing._workflow.review import UNCERTAIN, settle_uncertain

@@ -6,9 +6,9 @@ import inspect
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
+from keepgoing._durations import Duration, parse_duration
 from keepgoing._runtime.context import current_instance
 from keepgoing._workflow._callables import bind_arguments, code_version, origin_of
-from keepgoing._workflow.durations import Duration, parse_duration
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.runner import direct_runner
 from keepgoing._workflow.schedule import Schedule, declared_schedules

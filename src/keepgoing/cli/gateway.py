@@ -16,11 +16,11 @@ from rich.table import Table
 
 from keepgoing._client.store_backend import current_user
 from keepgoing._clock import system_clock
+from keepgoing._durations import parse_duration
 from keepgoing._gateway.config import load_config
 from keepgoing._server import tokens
 from keepgoing._server.group_keys import PREFIX as GROUP_PREFIX
 from keepgoing._store.gateway_protocol import USAGE_GROUPS, GatewayKey, UsageQuery
-from keepgoing._workflow.durations import parse_duration
 from keepgoing.cli._app import app
 from keepgoing.cli._common import JsonOption, StoreOption, add_row, cli_errors, console, emit_json
 from keepgoing.cli.token import with_store

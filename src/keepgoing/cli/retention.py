@@ -13,12 +13,12 @@ from typing import Annotated, Any
 
 import typer
 
+from keepgoing._durations import parse_duration
 from keepgoing._history.codec import loads_history
 from keepgoing._open_store import store_from_url
 from keepgoing._store.retention_protocol import RetentionWindow
 from keepgoing._worker.archive import find_archived, read_archive, read_history_text
 from keepgoing._worker.retention import RetentionPolicy, RetentionSweep, load_retention
-from keepgoing._workflow.durations import parse_duration
 from keepgoing.cli import _timeline
 from keepgoing.cli._common import (
     JsonOption,

@@ -17,8 +17,8 @@ from rich.text import Text
 from keepgoing._client.client import Client
 from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._clock import system_clock
+from keepgoing._durations import parse_duration
 from keepgoing._payload import dumps
-from keepgoing._workflow.durations import parse_duration
 from keepgoing.cli import _timeline
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (

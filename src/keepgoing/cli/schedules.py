@@ -13,8 +13,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from keepgoing._schedule_spec import slot_iso
 from keepgoing._schedules.commands import ScheduleInfo
-from keepgoing._schedules.spec import slot_iso
 from keepgoing._store.schedules_protocol import ScheduleAction
 from keepgoing.cli._app import app
 from keepgoing.cli._common import (

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from keepgoing._payload import encode, loads
-from keepgoing._schedules.spec import slot_iso, slot_workflow_id
+from keepgoing._schedule_spec import slot_iso, slot_workflow_id
 from keepgoing._store import records as rec
 from keepgoing._store.schedules_protocol import (
     FireOutcome,

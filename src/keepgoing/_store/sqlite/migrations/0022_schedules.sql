@@ -1,4 +1,4 @@
--- Schedules: each row holds its spec (JSON, read by _schedules/spec.py) and its
+-- Schedules: each row holds its spec (JSON, read by _schedule_spec.py) and its
 -- cursor, the next slot to act on and when it is due (the slot plus its
 -- jitter). Firing moves the cursor with a compare-and-set in the transaction
 -- that records each slot's action and starts its run, so one server acts per

@@ -39,7 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import croniter
 from croniter.croniter import CroniterBadDateError
 
-from keepgoing._workflow.durations import parse_duration
+from keepgoing._durations import parse_duration
 from keepgoing.errors import InvalidDurationError, InvalidScheduleError
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from keepgoing._schedules.spec import parse_spec, slot_iso, slot_workflow_id
+from keepgoing._schedule_spec import parse_spec, slot_iso, slot_workflow_id
 
 
 def _at(*parts: int) -> float:
