@@ -13,9 +13,12 @@ from keepgoing._schedules import commands as ops
 from keepgoing._schedules.commands import Actor, ScheduleRequest
 from keepgoing._schedules.service import fire_due
 from keepgoing._store.protocol import Store
+from keepgoing._store.schedules_protocol import FireSlot
+from keepgoing._worker.retention import RetentionPolicy, RetentionSweep
 from keepgoing.errors import InvalidScheduleError, ScheduleExistsError, ScheduleNotFoundError
+from keepgoing.testing import FakeClock
 
-from ._builders import claim_run, commit
+from ._builders import claim_run, claim_runs, commit
 
 ME = Actor("user", "tester")
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -228,3 +231,47 @@ async def test_ids_are_unique_and_deleted_schedules_are_gone(store: Store) -> No
     await ops.delete(store, "s", actor=ME, now=T0)
     with pytest.raises(ScheduleNotFoundError):
         await ops.describe(store, "s", T0)
+
+
+async def _fourteen_actions(store: Store) -> list[str]:
+    """Fourteen started slots, all ended but the oldest; two older skipped ones."""
+    await every_minute(store, overlap="allow_all")
+    slots = [FireSlot(T0 - MIN * k, missed="late") for k in (2, 1)]
+    slots += [FireSlot(T0 + MIN * i) for i in range(14)]
+    out = await store.fire_schedule(
+        "s", slots, expect_slot=None, next_slot=None, next_due=None, now=T0, move=False
+    )
+    assert out.claimed and len(out.actions) == 16
+    ending = {a.run_id for a in out.actions[3:]}
+    while claims := await claim_runs(store, worker="w1", now=T0 + 1):
+        for claim in claims:
+            if claim.run.run_id in ending:
+                await commit(store, claim, [WorkflowCompleted(result=None)], now=T0 + 1)
+        if not ending & {c.run.run_id for c in claims}:
+            break
+    return [a.workflow_id for a in out.actions]
+
+
+async def test_retention_deletes_old_actions_but_the_newest_ten_and_open_runs(
+    store: Store,
+) -> None:
+    wids = await _fourteen_actions(store)
+    clock = FakeClock(T0 + 2 * 86400)
+    sweep = RetentionSweep(store, RetentionPolicy(runs=86400.0), clock=clock, owner="s1")
+
+    await sweep.tick()
+
+    kept = [a.workflow_id for a in reversed(await store.schedule_actions("s", limit=1000))]
+    assert kept == [wids[2], *wids[6:]]  # the open run's, and the newest ten
+    sweeps = await store.list_audit(action="retention.sweep", limit=50)
+    counts = [e.detail["rows"].get("schedule_actions", 0) for e in sweeps]
+    assert sum(counts) == 5  # two skipped slots and three ended runs' slots
+
+
+async def test_retention_off_keeps_every_action(store: Store) -> None:
+    await _fourteen_actions(store)
+    clock = FakeClock(T0 + 1000 * 86400)
+
+    await RetentionSweep(store, RetentionPolicy(), clock=clock, owner="s1").tick()
+
+    assert len(await store.schedule_actions("s", limit=1000)) == 16

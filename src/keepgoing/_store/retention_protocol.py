@@ -76,5 +76,14 @@ class RetentionStore(abc.ABC):
         with the counts; then give back a few free pages (SQLite)."""
 
     @abc.abstractmethod
+    async def prune_schedule_actions(
+        self, window: RetentionWindow, limit: int, *, actor: str
+    ) -> int:
+        """Delete up to ``limit`` schedule actions older than ``window.default``
+        (nothing when it is None), always keeping each schedule's newest ten, its
+        buffered ones and those whose run is open; writes an audit entry with the
+        count. How many went."""
+
+    @abc.abstractmethod
     async def trim_audit(self, before: float, limit: int) -> int:
         """Delete up to ``limit`` audit entries older than ``before``; how many went."""

@@ -8,7 +8,9 @@ The policy is the ``[retention]`` table of ``keepgoing.toml``::
     audit = "365d"        # the audit log's own policy (default 365 days)
 
 and each workflow's own, ``@workflow(retention="7d")``, which its workers record
-in the store. Until one is set nothing is deleted. The rule of which runs may
+in the store. Until one is set nothing is deleted. The store's policy also
+applies to schedules' actions (each schedule keeps its newest ten and those of
+open runs). The rule of which runs may
 go lives in the store (``_store/sql/retention.py``); this module only drives it.
 
 One server sweeps at a time: the sweep holds the ``retention`` service lease
@@ -210,7 +212,14 @@ class RetentionSweep:
         if not await self.store.claim_service(SERVICE, self.owner, ttl=ttl, now=now):
             self._next = self.clock.monotonic() + self.policy.interval
             return False
-        report = await self.sweep(RetentionWindow(now=now, default=self.policy.runs))
+        window = RetentionWindow(now=now, default=self.policy.runs)
+        report = await self.sweep(window)
+        if self.policy.on:  # a schedule's old actions, past the same policy
+            limit = self.policy.batch * self.batches
+            actions = await self.store.prune_schedule_actions(window, limit, actor=self.owner)
+            if actions:
+                report.swept.add(SweptRows(rows={"schedule_actions": actions}))
+            report.more = report.more or actions >= limit
         if self.policy.on or self.policy.audit_set:
             report.audit_trimmed = await self.store.trim_audit(
                 now - self.policy.audit, self.policy.batch

@@ -25,6 +25,11 @@ scans on both dialects.
 Lock order (PostgreSQL): the runs' rows first, ``FOR UPDATE SKIP LOCKED`` (a
 run locked by another transaction is left to the next sweep), then the rows
 hanging off them. SQLite's single writer needs none.
+
+A schedule's actions (one row per slot) go by the store's default policy too
+(:func:`prune_schedule_actions`): an action older than it goes, except each
+schedule's newest :data:`KEPT_ACTIONS` (what a schedule's view shows), a
+buffered one, and one whose run, or an open run of its workflow id, is open.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.gateway_days import fold_calls
 from keepgoing._store.sql.rows import columns, every, value
 
-__all__ = ["SqlRetentionMixin", "deletable"]
+__all__ = ["KEPT_ACTIONS", "SqlRetentionMixin", "deletable"]
 
 _OPEN = "('running', 'blocked')"
 _ENDED = "('completed', 'failed', 'cancelled', 'continued')"
@@ -56,6 +61,8 @@ _RUN_TABLES = (
     "attempt_logs",
     "gateway_calls",
 )
+#: Each schedule's newest actions, always kept (``get_schedule`` shows them).
+KEPT_ACTIONS = 10
 #: Pages given back per step (SQLite), and the free pages kept for new rows.
 _VACUUM_PAGES = 256
 _FREE_KEPT = 1024
@@ -68,6 +75,11 @@ class _Policy(NamedTuple):
 
 class _Id(NamedTuple):
     run_id: str
+
+
+class _ActionKey(NamedTuple):
+    schedule_id: str
+    slot_at: float
 
 
 def deletable(window: RetentionWindow, floor: float | None) -> tuple[str, list[Any]]:
@@ -183,6 +195,44 @@ def _delete_rows(conn: Any, ids: list[str]) -> dict[str, int]:
     return {table: n for table, n in counts.items() if n > 0}
 
 
+def prune_schedule_actions(conn: Any, window: RetentionWindow, limit: int, actor: str) -> int:
+    """Delete up to ``limit`` schedule actions older than the store's default
+    policy (none without one), and write the audit entry; how many went."""
+    if window.default is None or window.older_than is not None:
+        return 0
+    keys = every(
+        conn,
+        _ActionKey,
+        "SELECT a.schedule_id, a.slot_at FROM schedule_actions a "
+        "WHERE COALESCE(a.started_at, a.created_at) <= ? AND a.status <> 'buffered' "
+        "AND a.slot_at < (SELECT k.slot_at FROM schedule_actions k "
+        "WHERE k.schedule_id = a.schedule_id ORDER BY k.slot_at DESC LIMIT 1 OFFSET ?) "
+        f"AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = a.run_id "
+        f"AND r.status IN {_OPEN}) "
+        f"AND NOT EXISTS (SELECT 1 FROM runs w WHERE w.workflow_id = a.workflow_id "
+        f"AND w.status IN {_OPEN}) "
+        "ORDER BY a.schedule_id, a.slot_at LIMIT ? /*FOR UPDATE OF a SKIP LOCKED*/",
+        (window.now - window.default, KEPT_ACTIONS - 1, limit),
+    )
+    for key in keys:
+        conn.execute(
+            "DELETE FROM schedule_actions WHERE schedule_id = ? AND slot_at = ?",
+            (key.schedule_id, key.slot_at),
+        )
+    if keys:
+        messaging.append_audit(
+            conn,
+            rec.AuditEntry(
+                at=window.now,
+                actor_kind="system",
+                actor_id=actor,
+                action="retention.sweep",
+                detail={"runs": 0, "rows": {"schedule_actions": len(keys)}},
+            ),
+        )
+    return len(keys)
+
+
 def reclaim_space(conn: Any) -> int:
     """Give a few free pages back to the file system (SQLite with incremental
     auto-vacuum); PostgreSQL's autovacuum does this itself. Pages freed."""
@@ -245,6 +295,12 @@ class SqlRetentionMixin(RetentionStore):
         if swept.runs:
             await self._write(reclaim_space)
         return swept
+
+    async def prune_schedule_actions(
+        self, window: RetentionWindow, limit: int, *, actor: str
+    ) -> int:
+        count: int = await self._write(lambda c: prune_schedule_actions(c, window, limit, actor))
+        return count
 
     async def trim_audit(self, before: float, limit: int) -> int:
         count: int = await self._write(lambda c: trim_audit(c, before, limit))
