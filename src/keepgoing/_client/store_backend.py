@@ -9,8 +9,6 @@ and raises is documented once, on :class:`keepgoing.Client`.
 from __future__ import annotations
 
 import dataclasses
-import getpass
-import os
 import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -27,6 +25,7 @@ from keepgoing._client.requests import (
     StartMany,
 )
 from keepgoing._client.runs import RunsPage, WorkflowRun, WorkflowRunHandle
+from keepgoing._client.store_recovery import StoreRecoveryCalls, current_user
 from keepgoing._clock import system_clock
 from keepgoing._history.events import Event
 from keepgoing._open_store import store_from_url
@@ -47,7 +46,7 @@ from keepgoing._store.records import (
     WorkerStop,
 )
 from keepgoing._store.worker_stops import KILLED_BY_REQUEST
-from keepgoing._views import operations, recovery
+from keepgoing._views import operations
 from keepgoing._views.batch import batch_lists, naming, refuse_repeats
 from keepgoing._views.batch import check_id as _check_id
 from keepgoing._views.batch import check_request_id as _check_request_id
@@ -74,7 +73,7 @@ SAFETY_POLL = 0.5
 T = TypeVar("T")
 
 
-class StoreBackend:
+class StoreBackend(StoreRecoveryCalls):
     """The :class:`~keepgoing._client.backend.Backend` on a :class:`Store`."""
 
     def __init__(self, store: str | Store | None = None) -> None:
@@ -418,38 +417,6 @@ class StoreBackend:
 
         return WorkflowRun.from_record(self._portal.call(unblock()))
 
-    def get_status(self, workflow_id: str, key: str, wait: float | None) -> tuple[bool, Any]:
-        found = self._portal.call(recovery.read_status(self._store, workflow_id, key, wait))
-        return found.value(key)
-
-    def resume(self, workflow_id: str, revision: int | None) -> WorkflowRunHandle:
-        actor = recovery.Actor("user", current_user(), "client")
-        new, _ = self._portal.call(recovery.resume(self._store, workflow_id, revision, actor))
-        return WorkflowRunHandle(new.workflow_name, new.workflow_id, new.run_id)
-
-    def fork(
-        self,
-        source_id: str,
-        from_step: int,
-        input: Any,
-        workflow_id: str | None,
-        revision: int | None,
-    ) -> WorkflowRunHandle:
-        actor = recovery.Actor("user", current_user(), "client")
-        work = recovery.fork(self._store, source_id, from_step, input, workflow_id, revision, actor)
-        new, _ = self._portal.call(work)
-        return WorkflowRunHandle(new.workflow_name, new.workflow_id, new.run_id)
-
-    def lineage(self, workflow_id: str) -> dict[str, Any]:
-        found = self._portal.call(self._store.lineage(workflow_id))
-        origins = self._portal.call(self._store.run_origins(found.run.run_id))
-        return {
-            "run": WorkflowRun.from_record(found.run),
-            "parent": WorkflowRun.from_record(found.parent) if found.parent else None,
-            "children": [WorkflowRun.from_record(c) for c in found.children],
-            **recovery.origins_view(origins),
-        }
-
     def list_audit(self, query: AuditQuery) -> list[AuditEntry]:
         return self._portal.call(
             self._store.list_audit(
@@ -592,14 +559,3 @@ def _again(earlier: RunRecord, workflow_id: str | None, name: str) -> WorkflowRu
             "use a new request_id for a different start"
         )
     return WorkflowRunHandle(earlier.workflow_name, earlier.workflow_id, earlier.run_id)
-
-
-def current_user() -> str:
-    """Who a store-mode client acts as: ``KEEPGOING_USER``, else the OS login."""
-    user = os.environ.get("KEEPGOING_USER")
-    if user:
-        return user
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid-{os.getuid()}"

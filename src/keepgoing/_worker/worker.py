@@ -23,8 +23,6 @@ from dataclasses import dataclass
 
 from keepgoing._backoff import backoff
 from keepgoing._clock import Clock, system_clock
-from keepgoing._schedules.commands import Actor
-from keepgoing._schedules.declared import sync_declared
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
     ActivationClaim,
@@ -41,6 +39,7 @@ from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.claims import ClaimWindow
 from keepgoing._worker.orchestrator import Orchestrator
 from keepgoing._worker.settings import WorkerSettings
+from keepgoing._worker.startup import record_startup
 from keepgoing._worker.threads import TaskThreads
 from keepgoing._workflow.registry import Registry
 from keepgoing._workflow.registry import registry as default_registry
@@ -180,40 +179,13 @@ class Worker:
         """The exception each failed run raised, by run id, when :attr:`keep_failures`."""
         return self.activator.failures
 
-    async def _register_schedules(self) -> None:
-        """Register the schedules its workflows declare (``_schedules/declared.py``).
-
-        A replica's PostgreSQL role may not write schedules (a deploy registered its
-        group's): then this is skipped, with a note in the log."""
-        declared = [(d.name, s) for d in self.registry.workflows.values() for s in d.schedules]
-        try:
-            changes = await sync_declared(
-                self.store,
-                declared,
-                workflows=list(self.registry.workflows),
-                queue=self.settings.queues[0],
-                actor=Actor("worker", self.worker_id),
-                now=self.clock.now(),
-            )
-        except Exception as exc:  # never a reason not to serve (a role without the table)
-            log.info("schedules declared in code were not registered by this worker: %s", exc)
-            return
-        for change in changes:
-            log.info("%s", change)
-
     async def run(self) -> None:
         """Serve until :meth:`request_stop`."""
         await self.store.open()
         # The token first: the reaper reads it for every lease this worker takes.
         self._liveness = await self.store.hold_liveness(self.worker_id)
         await self.store.register_worker(self._record())
-        await self.store.record_workflows(
-            list(self.registry.workflows), self.settings.queues, self.clock.now()
-        )
-        await self._register_schedules()
-        await self.store.record_retention(
-            {name: d.retention for name, d in self.registry.workflows.items()}, self.clock.now()
-        )
+        await record_startup(self.store, self.registry, self.settings, self.worker_id, self.clock)
         heartbeat = asyncio.create_task(self.heartbeat_loop())
         try:
             while not self._stopping.is_set():

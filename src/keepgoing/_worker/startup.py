@@ -1,0 +1,58 @@
+"""What a worker records about its code when it starts, before it claims anything.
+
+The workflows it serves on its queues (``record_workflows``), the schedules
+those workflows declare (kept in step by ``_schedules/declared.py``), and each
+workflow's retention policy (``record_retention``, which the retention sweep
+reads). :func:`record_startup` is called once by
+:meth:`keepgoing._worker.worker.Worker.run`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from keepgoing._clock import Clock
+from keepgoing._schedules.commands import Actor
+from keepgoing._schedules.declared import sync_declared
+from keepgoing._store.protocol import Store
+from keepgoing._worker.settings import WorkerSettings
+from keepgoing._workflow.registry import Registry
+
+__all__ = ["record_startup"]
+
+log = logging.getLogger("keepgoing.worker")
+
+
+async def record_startup(
+    store: Store, registry: Registry, settings: WorkerSettings, worker_id: str, clock: Clock
+) -> None:
+    """Record the worker's workflows, their declared schedules and retention policies."""
+    await store.record_workflows(list(registry.workflows), settings.queues, clock.now())
+    await _register_schedules(store, registry, settings, worker_id, clock)
+    await store.record_retention(
+        {name: d.retention for name, d in registry.workflows.items()}, clock.now()
+    )
+
+
+async def _register_schedules(
+    store: Store, registry: Registry, settings: WorkerSettings, worker_id: str, clock: Clock
+) -> None:
+    """Register the schedules its workflows declare (``_schedules/declared.py``).
+
+    A replica's PostgreSQL role may not write schedules (a deploy registered its
+    group's): then this is skipped, with a note in the log."""
+    declared = [(d.name, s) for d in registry.workflows.values() for s in d.schedules]
+    try:
+        changes = await sync_declared(
+            store,
+            declared,
+            workflows=list(registry.workflows),
+            queue=settings.queues[0],
+            actor=Actor("worker", worker_id),
+            now=clock.now(),
+        )
+    except Exception as exc:  # never a reason not to serve (a role without the table)
+        log.info("schedules declared in code were not registered by this worker: %s", exc)
+        return
+    for change in changes:
+        log.info("%s", change)
