@@ -39,7 +39,7 @@ from keepgoing._worker.cache import InstanceCache
 from keepgoing._worker.claims import ClaimWindow
 from keepgoing._worker.orchestrator import Orchestrator
 from keepgoing._worker.settings import WorkerSettings
-from keepgoing._worker.startup import record_startup
+from keepgoing._worker.start_records import record_startup
 from keepgoing._worker.threads import TaskThreads
 from keepgoing._workflow.registry import Registry
 from keepgoing._workflow.registry import registry as default_registry
