@@ -124,8 +124,14 @@ class Proc:
         return self.out_path.read_text(errors="replace") + self.err_path.read_text(errors="replace")
 
     def reap(self) -> None:
+        """Stop it: SIGTERM first, so a server stops the replicas its autoscaler
+        started (a SIGKILL would leave them running), then SIGKILL after 20 s."""
         if self.alive():
-            self.proc.kill()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
         self.proc.wait(timeout=20)
         self._out.close()
         self._err.close()
