@@ -231,7 +231,13 @@ form.addEventListener("submit", (event) => {
   state.pages = [];
   load(null);
 });
-form.addEventListener("reset", () => setTimeout(() => load(null), 0));
+form.addEventListener("reset", () => {
+  // The inputs are emptied after this event, so the list reloads on the next turn;
+  // the URL is cleared now (every filter's default is empty), so a reload in
+  // between (a change of the time setting) does not bring the old filters back.
+  history.replaceState(null, "", "/");
+  setTimeout(() => load(null), 0);
+});
 next.addEventListener("click", () => {
   state.pages.push(state.cursor);
   load(state.next);
