@@ -38,6 +38,7 @@ EXPECTED_ALL = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "QueueNotFoundError",
+    "ReuseRefusedError",
     "RunNotFoundError",
     "Schedule",
     "ScheduleExistsError",

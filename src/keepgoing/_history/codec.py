@@ -69,6 +69,8 @@ _OMITTED_WHEN_NONE = frozenset(
         (ev.TaskScheduled, "task_queue"),
         (ev.TaskScheduled, "operation_id"),
         (ev.WorkflowStarted, "seed"),
+        (ev.WorkflowStarted, "reused_upto"),
+        (ev.WorkflowStarted, "reused_by"),
         (ev.TaskAttemptFailed, "cause"),
         (ev.TaskAttemptFailed, "actor"),
         (ev.TaskAttemptFailed, "via"),

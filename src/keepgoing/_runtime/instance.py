@@ -32,6 +32,7 @@ from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._payload import plain, safe_text
+from keepgoing._runtime import prefix
 from keepgoing._runtime.loop import WorkflowLoop
 from keepgoing._runtime.waits import ContinueAsNew, Waits
 from keepgoing.errors import NondeterminismError, TaskFailedError
@@ -55,6 +56,9 @@ class TaskSpec:
     image: str | None = None
     queue: str | None = None
     operation_id: str | None = None
+    #: The task's positional parameter names: how a reused step's differing
+    #: argument is named (never recorded).
+    params: tuple[str, ...] = ()
 
 
 @dataclass
@@ -156,6 +160,10 @@ class WorkflowInstance:
         self._replaying = False  # while an activation recorded in history is replayed
         #: The change ids whose marker the history holds, up to the activation replayed.
         self._recorded: set[str] = set()
+        #: The prefix this run reuses from its origin (its ``WorkflowStarted`` says),
+        #: held to the arguments it recorded while it replays (``prefix.py``).
+        self.reused: prefix.Reused | None = None
+        self._params: dict[str, tuple[str, ...]] = {}  # task name -> positional names
 
     # -- commands issued by workflow code ----------------------------------
     def _next_cmd(self) -> int:
@@ -176,6 +184,8 @@ class WorkflowInstance:
 
     def schedule_task(self, spec: TaskSpec) -> tuple[int, asyncio.Future[Any]]:
         cmd = self._next_cmd()
+        if spec.params:
+            self._params[spec.name] = spec.params
         self._emit(
             ev.TaskScheduled(
                 cmd=cmd,
@@ -283,8 +293,19 @@ class WorkflowInstance:
         produced = [c for c in produced if not isinstance(c, ev.UNMATCHED)]
         want = [c.key() for c in recorded]
         got = [c.key() for c in produced]
+        reused = self.reused if self.reused and marker.seq <= self.reused.upto else None
         if want != got:
+            if reused is not None:
+                diff = _diff(marker, recorded, produced, tail="")
+                raise prefix.key_mismatch(reused, recorded, produced, diff)
             raise NondeterminismError(_diff(marker, recorded, produced))
+        if reused is not None:
+            found = prefix.first_difference(recorded, produced, self._names)
+            if found is not None:
+                raise prefix.argument_mismatch(found, reused)
+
+    def _names(self, task: str) -> tuple[str, ...]:
+        return self._params.get(task, ())
 
     def _activate_live(self) -> Activation:
         self._buffer.sort(key=lambda e: e.seq)
@@ -311,6 +332,8 @@ class WorkflowInstance:
         if isinstance(event, ev.WorkflowStarted):
             if event.seed is not None:  # a resumed or forked run draws its origin's values
                 self.rng = _random.Random(event.seed)
+            if event.reused_upto is not None and self.reused is None:
+                self.reused = prefix.Reused(event.reused_upto, event.reused_by or "fork")
             self.parent_workflow_id = event.parent_workflow_id
             self.started_at = event.at
             self._main = self.loop.create_task(self._run_main(event.input))
@@ -386,8 +409,15 @@ def _describe(command: ev.Event) -> str:
     return f"{kind} #{cmd} {name}".rstrip() if cmd else kind
 
 
+_BLOCKED = "the run is blocked; deploy code that replays this history to resume it"
+
+
 def _diff(
-    marker: ev.ActivationCompleted, recorded: list[ev.Event], produced: list[ev.Event]
+    marker: ev.ActivationCompleted,
+    recorded: list[ev.Event],
+    produced: list[ev.Event],
+    *,
+    tail: str = _BLOCKED,
 ) -> str:
     lines = [
         f"workflow code no longer matches its history at the activation recorded at seq "
@@ -399,5 +429,6 @@ def _diff(
         right = _describe(produced[i]) if i < len(produced) else "(nothing)"
         flag = "  " if left == right else "! "
         lines.append(f"{flag}{left:<40} {right}")
-    lines.append("the run is blocked; deploy code that replays this history to resume it")
+    if tail:
+        lines.append(tail)
     return "\n".join(lines)

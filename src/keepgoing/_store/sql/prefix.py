@@ -24,7 +24,14 @@ is clean whatever the workflow does:
   it was cancelled in.
 
 The new run's ``WorkflowStarted`` carries ``seed``, its origin's run id, so
-``keepgoing.uuid4()`` and ``random()`` replay the prefix with its values.
+``keepgoing.uuid4()`` and ``random()`` replay the prefix with its values, and
+``reused_upto`` (the last seq copied) with ``reused_by`` (``resume``, ``fork``,
+or ``fork_input`` for a fork given a new input): the worker holds every step of
+that prefix, as it replays it at the first activation, to the name and
+arguments it recorded (``_runtime/prefix.py``), so a plain worker refuses a
+prefix the code or the new input would schedule differently. The new run's
+trouble counters start at what the copied prefix holds (its retries, worker
+losses and rate limits).
 
 Waits this copy cannot re-create refuse the copy with the reason: an open
 external-event wait or a child run started in the prefix.
@@ -44,6 +51,7 @@ from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import value
 from keepgoing._store.sql.status import record_status
+from keepgoing._store.trouble import count_events
 from keepgoing.errors import InvalidRequestError
 
 __all__ = ["Copy", "cut_before_step", "cut_for_resume", "copy_prefix"]
@@ -68,6 +76,8 @@ class Copy:
     step: int | None
     revision: int | None
     now: float
+    #: ``"fork_input"`` for a fork given a new input; else ``kind`` is what reused it.
+    reused_by: str = ""
 
 
 def _marker_before(events: Sequence[ev.Event], seq: int) -> int:
@@ -166,7 +176,12 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
     started = next(e for e in events if isinstance(e, ev.WorkflowStarted))
     first = history.read_history(conn, c.run_id, 0)[0]
     assert isinstance(first, ev.WorkflowStarted)
-    seeded = dataclasses.replace(first, seed=started.seed or started.run_id)
+    seeded = dataclasses.replace(
+        first,
+        seed=started.seed or started.run_id,
+        reused_upto=c.cut - 1,
+        reused_by=c.reused_by or c.kind,
+    )
     conn.execute(
         "UPDATE history SET body = ? WHERE run_id = ? AND seq = 1",
         (encode_at(seeded, 1, first.at), c.run_id),
@@ -177,10 +192,23 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
         (c.run_id, src.run_id, c.cut),
     )
     inputs = [e.seq for e in events if e.seq < c.cut and e.ROLE == "input"]
+    trouble = count_events(src.run_id, [e for e in events if 1 < e.seq < c.cut])
     conn.execute(
         "UPDATE runs SET next_seq = ?, last_input_seq = ?, origin_run_id = ?, origin_kind = ?, "
-        "origin_step = ?, group_revision = COALESCE(?, group_revision) WHERE run_id = ?",
-        (c.cut, max(inputs, default=1), src.run_id, c.kind, c.step, c.revision, c.run_id),
+        "origin_step = ?, group_revision = COALESCE(?, group_revision), worker_losses = ?, "
+        "retries = ?, rate_limited = ? WHERE run_id = ?",
+        (
+            c.cut,
+            max(inputs, default=1),
+            src.run_id,
+            c.kind,
+            c.step,
+            c.revision,
+            trouble.worker_losses,
+            trouble.retries,
+            trouble.rate_limited,
+            c.run_id,
+        ),
     )
     scheduled = [e.cmd for e in events if e.seq < c.cut and isinstance(e, ev.TaskScheduled)]
     if scheduled:
