@@ -257,6 +257,8 @@ class WorkflowInstance:
     # -- activation ----------------------------------------------------------
     def activate(self, events: Sequence[ev.Event]) -> Activation:
         """Consume ``events`` (history after :attr:`position`) and return new commands."""
+        if self.position == 0 and self.reused is None:
+            self.reused = prefix.reused(events)
         index = 0
         while index < len(events):
             event = events[index]
@@ -332,8 +334,6 @@ class WorkflowInstance:
         if isinstance(event, ev.WorkflowStarted):
             if event.seed is not None:  # a resumed or forked run draws its origin's values
                 self.rng = _random.Random(event.seed)
-            if event.reused_upto is not None and self.reused is None:
-                self.reused = prefix.Reused(event.reused_upto, event.reused_by or "fork")
             self.parent_workflow_id = event.parent_workflow_id
             self.started_at = event.at
             self._main = self.loop.create_task(self._run_main(event.input))

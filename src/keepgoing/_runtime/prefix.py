@@ -9,7 +9,10 @@ every step the prefix scheduled must be scheduled again with the same name and
 the same arguments: a result recorded for ``lookup_customer("c1")`` is no
 answer to ``lookup_customer("c9")``. A mismatch raises :class:`PrefixMismatch`
 while the prefix replays, so no step past it is ever scheduled; the worker
-fails the run with it, not retried and not blocked.
+fails the run with it, not retried and not blocked. Once an activation past
+the prefix has committed, the check has passed for good: a later replay (on
+another worker, after an eviction) matches the prefix as any run's history is
+matched, so code changed later blocks the run as it would any other.
 
 The same rule holds a fork's reused prefix under a new input where the store
 has the code (the replay check of a pinned revision, ``_worker/replayer.py``
@@ -34,6 +37,7 @@ __all__ = [
     "argument_mismatch",
     "first_difference",
     "key_mismatch",
+    "reused",
 ]
 
 _MISSING = object()
@@ -88,6 +92,19 @@ class PrefixMismatch(NondeterminismError):
     def __init__(self, message: str, step: int | None) -> None:
         super().__init__(message)
         self.step = step
+
+
+def reused(history: Sequence[ev.Event]) -> Reused | None:
+    """The prefix a run's history reuses and must still be checked: None for a run
+    that reuses none, or whose first activation past it has committed (it passed;
+    a later replay matches as any run's does, and blocks on a mismatch)."""
+    started = history[0] if history else None
+    if not isinstance(started, ev.WorkflowStarted) or started.reused_upto is None:
+        return None
+    upto = started.reused_upto
+    if any(isinstance(e, ev.ActivationCompleted) and e.seq > upto for e in history):
+        return None
+    return Reused(upto, started.reused_by or "fork")
 
 
 def _plain(value: object) -> object:

@@ -123,3 +123,14 @@ def test_a_resume_onto_code_that_schedules_otherwise_is_refused(make_sim: MakeSi
     message = str(different.value)
     assert message.startswith("resume refused: the code now schedules other steps")
     assert "fork from step 1 or earlier" in message and "blocked" not in message
+
+
+def test_once_an_activation_past_the_prefix_committed_replay_matches_as_for_any_run(
+    make_sim: MakeSim,
+) -> None:
+    sim = _finished(make_sim)
+    prefix = _copied(sim, 3, "fork_input", customer_id="c1", note="bye")
+    past = ev.ActivationCompleted(seq=len(prefix) + 1, at=prefix[-1].at, saw_upto=1, time=0.0)
+    changed = [dataclasses.replace(prefix[0], input={"args": ["c9", "bye"], "kwargs": {}})]
+    instance, _ = replay_fresh(support, [*changed, *prefix[1:], past])  # no refusal
+    instance.close()
