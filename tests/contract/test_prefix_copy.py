@@ -11,7 +11,18 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import RunRecord
 from keepgoing._store.trouble import Trouble
 
-from ._builders import NOW, claim_one, claim_run, failure, schedule, start_with, success, task
+from ._builders import (
+    NOW,
+    claim_one,
+    claim_run,
+    claim_tasks,
+    commit,
+    failure,
+    schedule,
+    start_with,
+    success,
+    task,
+)
 
 LIMITED = ev.ErrorInfo(type="agent.RateLimitedError", message="429 Too Many Requests")
 BROKEN = ev.ErrorInfo(type="ValueError", message="bad row 7")
@@ -80,3 +91,24 @@ async def test_the_copied_run_is_marked_with_how_far_its_reused_prefix_reaches(
         assert [e.seq for e in copied] == list(range(1, marker))
     original = (await store.read_history(source.run_id))[0]
     assert isinstance(original, ev.WorkflowStarted) and original.reused_upto is None
+
+
+async def test_a_step_open_at_the_cut_is_held_until_the_first_activation_passes(
+    store: Store,
+) -> None:
+    run, _ = await start_with(store, [task(1), task(2)], "src-1")
+    first, second = sorted(await claim_tasks(store, limit=2), key=lambda c: c.cmd)
+    await store.complete_task(success(second, now=NOW + 2))
+    await schedule(store, await claim_run(store, run.run_id, now=NOW + 3), [task(3)])
+    await store.complete_task(success(first, now=NOW + 4))  # step 1 ends after the cut
+    await store.complete_task(success(await claim_one(store, now=NOW + 5), now=NOW + 6))
+    done = ev.WorkflowCompleted(result="done")
+    await schedule(store, await claim_run(store, run.run_id, now=NOW + 7), [done])
+
+    fork = await _fork(store, 3, "f3")  # reuses step 2; steps 1 and 3 run again
+    assert await claim_tasks(store, now=NOW + 1000) == []  # step 1 waits for the check
+    claim = await claim_run(store, fork.run_id, now=NOW + 50)
+    result = await commit(store, claim, [task(3)], now=NOW + 51, release_held=True)
+    assert result.ok
+    claims = await claim_tasks(store, now=NOW + 52)
+    assert sorted(c.cmd for c in claims) == [1, 3] and {c.run_id for c in claims} == {fork.run_id}

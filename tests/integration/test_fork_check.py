@@ -14,7 +14,7 @@ import pytest
 import keepgoing
 from keepgoing._history import events as ev
 
-from ._support import Sandbox, Workers, of_type
+from ._support import Sandbox, Workers, of_type, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -146,3 +146,33 @@ def test_the_cli_waits_for_the_check(
     good = _cli(kg, *fork, "--input", '{"ticket": "t4", "customer_id": "c1", "note": "x"}')
     assert good.returncode == 0, good.stderr
     assert "forked t4 from step 4" in good.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_step_still_open_in_the_reused_prefix_waits_for_the_check(
+    kg: Sandbox, workers: Workers, client: keepgoing.Client
+) -> None:
+    workers.start(kg.app("forks"))
+    run = client.trigger_workflow(
+        "parallel", {"ticket": "p1", "customer_id": "c1"}, workflow_id="par"
+    )
+
+    def classified() -> bool:
+        return any(e.cmd == 3 for e in of_type(client.history("par"), ev.TaskCompleted))
+
+    wait_until(classified, 30, "step 3 to finish while step 1 is open")
+    kg.release("release-c1")
+    assert client.result(run, timeout=30)[-1] == "found c1"
+    assert _count(kg, "slow", "c1") == 1
+
+    # Step 1 was open at step 3's activation: a fork from step 3 reuses it as a step to
+    # run again. A new customer id changes its argument: refused before it can run.
+    with pytest.raises(keepgoing.ReuseRefusedError, match="step 1 slow_lookup"):
+        client.fork_workflow(
+            "par", 3, input={"ticket": "p1", "customer_id": "c9"}, wait_for_check=True
+        )
+    assert _count(kg, "slow", "c1") == 1 and _count(kg, "slow", "c9") == 0
+    # The same input passes the check, and then step 1 runs again.
+    same = client.fork_workflow("par", 3, wait_for_check=True)
+    assert client.result(same, timeout=30) == ["hello p1", "billing", "found c1"]
+    assert _count(kg, "slow", "c1") == 2 and _count(kg, "classify") == 2

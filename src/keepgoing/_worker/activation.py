@@ -210,7 +210,9 @@ class Activator:
             instance.close()
             return None, NOTHING
         self.stats.activations += 1
-        if not activation.commands and not activation.delivered:
+        # A copied run past its reused steps: the steps its prefix left open may run now.
+        checked = instance.reused is not None
+        if not activation.commands and not activation.delivered and not checked:
             await self.store.release_activation(run.run_id, claim.fence)
             instance.fence = claim.fence
             return instance, NOTHING
@@ -227,12 +229,15 @@ class Activator:
             eager_limit=max(0, room or 0),
             lease_ttl=self.settings.lease_ttl,
             code_version=self.code_version(run.workflow_name),
+            release_held=checked,
         )
         try:
             result = await self.store.commit_activation(commit)
         except BaseException:
             instance.close()  # it ran ahead of the store
             raise
+        if result.ok:
+            instance.reused = None  # checked: live activations never replay the prefix
         return self._after_commit(instance, result, activation.saw_upto, activation.commands)
 
     async def _block(self, claim: ActivationClaim, reason: str) -> None:

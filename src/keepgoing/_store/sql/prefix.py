@@ -4,9 +4,10 @@ A new run reuses the recorded prefix of an ended run instead of running it
 again: one transaction starts the run (its own ``WorkflowStarted``, with the
 new run id and input) and copies every later event before the *cut* with
 ``INSERT ... SELECT`` — the store's SQL, never a replay through workers. The
-steps still open at the cut get their task rows back (pending), as do its
-timers (pending) and the progress it published, so the new run's first
-activation replays the prefix and goes on from there, live.
+steps still open at the cut get their task rows back (pending, but held, see
+:data:`HELD`, until the first activation has passed the check of the reused
+steps), as do its timers (pending) and the progress it published, so the new
+run's first activation replays the prefix and goes on from there, live.
 
 **Where to cut.** Before an ``ActivationCompleted`` marker (its group of
 commands goes with it, and every input before it is kept, delivered live to
@@ -54,7 +55,13 @@ from keepgoing._store.sql.status import record_status
 from keepgoing._store.trouble import count_events
 from keepgoing.errors import InvalidRequestError
 
-__all__ = ["Copy", "cut_before_step", "cut_for_resume", "copy_prefix"]
+__all__ = ["HELD", "Copy", "cut_before_step", "cut_for_resume", "copy_prefix", "release_held"]
+
+HELD = 1e15
+"""``available_at`` of a step still open in a copied prefix until the run's first
+activation has passed the check of its reused steps: no worker claims it before
+(a fork refused for a step's new arguments runs none of them); that commit sets
+it to its own time (:func:`release_held`), a refusal cancels it with the run."""
 
 _TASK_COLUMNS = (
     "cmd, workflow_id, name, queue, status, args, kwargs, image, retries, retry_delay, "
@@ -221,7 +228,8 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
             "retries, retry_delay, timeout, max_worker_losses, attempt, "
             f"CASE WHEN cmd IN ({reopen}) THEN 0 ELSE failures END, "
             f"CASE WHEN cmd IN ({reopen}) THEN 0 ELSE worker_losses END, fence, "
-            f"CASE WHEN cmd IN ({reopen}) THEN ? ELSE available_at END, started_at, deadline, "
+            f"CASE WHEN cmd IN ({reopen}) THEN {HELD!r} ELSE available_at END, started_at, "
+            "deadline, "
             "NULL, NULL, operation_id "
             f"FROM tasks WHERE run_id = ? AND cmd IN ({marks})",
             (
@@ -231,7 +239,6 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
                 *open_tasks,
                 *open_tasks,
                 *open_tasks,
-                c.now,
                 src.run_id,
                 *scheduled,
             ),
@@ -248,3 +255,12 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
     found = ops.get_run(conn, c.run_id)
     assert found is not None
     return found
+
+
+def release_held(conn: Connection, run_id: str, now: float) -> None:
+    """Make the steps a copied run held (:data:`HELD`) claimable from ``now``."""
+    conn.execute(
+        "UPDATE tasks SET available_at = ? WHERE run_id = ? AND status = 'pending' "
+        "AND available_at >= ?",
+        (now, run_id, HELD),
+    )
