@@ -38,13 +38,14 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from keepgoing._payload import dumps, loads
 from keepgoing._store import records as rec
 from keepgoing._store.refused import name_refused
 from keepgoing._store.retention_protocol import RetentionStore, RetentionWindow, SweptRows
 from keepgoing._store.sql import messaging
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.gateway_days import fold_calls
-from keepgoing._store.sql.rows import columns, every, value
+from keepgoing._store.sql.rows import columns, every, one, value
 
 __all__ = ["KEPT_ACTIONS", "SqlRetentionMixin", "deletable"]
 
@@ -75,6 +76,10 @@ class _Policy(NamedTuple):
 
 class _Id(NamedTuple):
     run_id: str
+
+
+class _Detail(NamedTuple):
+    detail: str
 
 
 class _ActionKey(NamedTuple):
@@ -145,7 +150,11 @@ def expired_runs(conn: Any, window: RetentionWindow, limit: int) -> list[rec.Run
 
 
 def delete_runs(
-    conn: Any, run_ids: Sequence[str], window: RetentionWindow, actor: str
+    conn: Any,
+    run_ids: Sequence[str],
+    window: RetentionWindow,
+    actor: str,
+    audit_id: int | None = None,
 ) -> SweptRows:
     floor = _floor(conn, window)
     if floor is None or not run_ids:
@@ -163,17 +172,40 @@ def delete_runs(
     if not ids:
         return SweptRows()
     swept = SweptRows(runs=len(ids), rows=_delete_rows(conn, ids))
-    messaging.append_audit(
-        conn,
-        rec.AuditEntry(
-            at=window.now,
-            actor_kind="system",
-            actor_id=actor,
-            action="retention.sweep",
-            detail={"runs": swept.runs, "rows": dict(swept.rows)},
-        ),
-    )
+    swept.audit_id = _audit_sweep(conn, swept, window.now, actor, audit_id)
     return swept
+
+
+def _audit_sweep(conn: Any, swept: SweptRows, now: float, actor: str, audit_id: int | None) -> int:
+    """Write the pass's ``retention.sweep`` entry, or add ``swept`` to the one an
+    earlier batch of the pass wrote (``audit_id``): one entry per pass."""
+    earlier = None
+    if audit_id is not None:
+        earlier = one(
+            conn,
+            _Detail,
+            "SELECT detail FROM audit_log WHERE id = ? AND action = 'retention.sweep'",
+            (audit_id,),
+        )
+    if audit_id is None or earlier is None:
+        return messaging.append_audit(
+            conn,
+            rec.AuditEntry(
+                at=now,
+                actor_kind="system",
+                actor_id=actor,
+                action="retention.sweep",
+                detail={"runs": swept.runs, "rows": dict(swept.rows)},
+            ),
+        )
+    detail = loads(earlier.detail)
+    total = SweptRows(runs=int(detail.get("runs", 0)), rows=dict(detail.get("rows", {})))
+    total.add(swept)
+    conn.execute(
+        "UPDATE audit_log SET detail = ? WHERE id = ?",
+        (dumps({"runs": total.runs, "rows": total.rows}), audit_id),
+    )
+    return audit_id
 
 
 def _delete_rows(conn: Any, ids: list[str]) -> dict[str, int]:
@@ -288,10 +320,15 @@ class SqlRetentionMixin(RetentionStore):
         return runs
 
     async def delete_runs(
-        self, run_ids: Sequence[str], window: RetentionWindow, *, actor: str
+        self,
+        run_ids: Sequence[str],
+        window: RetentionWindow,
+        *,
+        actor: str,
+        audit_id: int | None = None,
     ) -> SweptRows:
         ids = list(run_ids)
-        swept: SweptRows = await self._write(lambda c: delete_runs(c, ids, window, actor))
+        swept: SweptRows = await self._write(lambda c: delete_runs(c, ids, window, actor, audit_id))
         if swept.runs:
             await self._write(reclaim_space)
         return swept
