@@ -16,7 +16,7 @@ prune`` and the services' sweep cannot disagree. A run may go when:
 The deletion removes every row that hangs off the run: its history (events,
 attempts, messages), tasks (operation rows), timers, event waits and the
 events they consumed (when no kept run consumed them too), reviews, patch
-marks, attempt logs and gateway calls. The gateway calls are first folded
+marks, attempt logs, gateway calls and volume read pins. The gateway calls are first folded
 into per-day aggregates (``gateway_usage_days``, :mod:`.gateway_days`), and the
 gateway's per-day spend (``gateway_spend``) and the audit log stay. Deletes
 go by primary key or by an index that leads with ``run_id``, so they are index
@@ -61,6 +61,7 @@ _RUN_TABLES = (
     "run_patches",
     "attempt_logs",
     "gateway_calls",
+    "volume_reads",
 )
 #: Each schedule's newest actions, always kept (``get_schedule`` shows them).
 KEPT_ACTIONS = 10
