@@ -5,6 +5,7 @@ The policy is the ``[retention]`` table of ``keepgoing.toml``::
     [retention]
     runs = "30d"          # the store's default; KEEPGOING_RETENTION overrides it
     archive = "/var/lib/keepgoing/archive"   # written before a run's rows go
+                                             # (or an fsspec URL: "s3://bucket/kg")
     audit = "365d"        # the audit log's own policy (default 365 days)
 
 and each workflow's own, ``@workflow(retention="7d")``, which its workers record
@@ -49,6 +50,7 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import RunRecord
 from keepgoing._store.retention_protocol import RetentionWindow, SweptRows
 from keepgoing._worker.archive import write_archive
+from keepgoing._worker.archive_fs import check_url, is_url
 from keepgoing.errors import ConfigurationError, InvalidDurationError
 
 __all__ = [
@@ -134,7 +136,11 @@ def parse_retention(data: dict[str, Any], *, source: str = "keepgoing.toml") -> 
     audit = _duration(table.get("audit"), f"[retention] audit in {source}")
     archive = table.get("archive")
     if archive is not None and (not isinstance(archive, str) or not archive.strip()):
-        raise ConfigurationError(f"[retention] archive in {source} must be a folder path")
+        raise ConfigurationError(
+            f"[retention] archive in {source} must be a folder path or an fsspec URL"
+        )
+    if is_url(archive):
+        check_url(archive)  # the extra and the scheme's package are there, or say so now
     batch = table.get("batch", 100)
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
         raise ConfigurationError(f"[retention] batch in {source} must be 1..10000, not {batch!r}")
