@@ -56,7 +56,7 @@ RETENTION = 600.0  # "10m"
 RATE = 5.0  # runs per fake second: 3,000 kept runs at the steady state
 SWEEP_EVERY = 60.0  # fake seconds between sweeps (the server's default interval)
 WINDOW = 500
-WINDOWS = 8
+WINDOWS = 16
 SAMPLES = 20
 WF = "bench.retention"
 

@@ -6,12 +6,10 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from keepgoing._history.events import WorkflowCompleted
 from keepgoing._server.app import create_app
-from keepgoing._store.records import RunRecord
 from keepgoing._store.sqlite import SqliteStore
-from keepgoing._worker.archive import write_archive
 from keepgoing._worker.retention import RetentionPolicy
+from retention_support import write_archived
 
 
 def test_the_policies_in_force() -> None:
@@ -39,20 +37,7 @@ def test_off_without_services() -> None:
 
 
 def test_an_archived_run_is_served_from_the_archive(tmp_path: Path) -> None:
-    run = RunRecord(
-        run_id="r1",
-        workflow_id="nightly-1",
-        workflow_name="nightly",
-        status="completed",
-        input={},
-        task_queue="default",
-        code_version="v1",
-        created_at=1.0,
-        updated_at=2.0,
-        ended_at=2.0,
-        result={"n": 1},
-    )
-    write_archive(tmp_path, run, [WorkflowCompleted(seq=2, at=2.0, result={"n": 1})])
+    write_archived(tmp_path, "r1", "nightly-1", {"n": 1})
     policy = RetentionPolicy(runs=60.0, archive=str(tmp_path))
     app = create_app(SqliteStore(":memory:"), auth=False, ui=False, groups=False, retention=policy)
     with TestClient(app, base_url="http://127.0.0.1") as client:
