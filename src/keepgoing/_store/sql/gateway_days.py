@@ -213,7 +213,7 @@ def folded_groups(conn: Any, query: UsageQuery) -> list[UsageRow]:
     groups: dict[tuple[str | None, str | None, str | None], _Day] = {}
     for row in _folded(conn, query):
         key = _group_key(query, row)
-        day = _Day(*row[3:])
+        day = _Day(*(getattr(row, name) for name in _Day._fields))
         groups[key] = _merge(groups[key], day) if key in groups else day
     return [
         UsageRow(
