@@ -6,6 +6,10 @@ version it names) and records the pin in the same transaction, so no
 collection can drop the version between the two. While the run is open its
 pins keep their versions (``volume_retention.droppable``); once it ended they
 keep nothing, and they go with the run's rows (``retention._RUN_TABLES``).
+Lock order (PostgreSQL): a pin takes the version's row ``FOR SHARE``; a
+collection takes ``volume_objects``, then the rows of the versions it would
+drop ``FOR UPDATE``, and only then decides again, so it sees every pin that
+was being written.
 
 A **tag** (``volume_tags``) names one version of a volume; a tagged version
 is never dropped. Tagging a name again moves it.
@@ -51,6 +55,14 @@ def pin(
     info = core.version_at(_Txn(conn), volume, ref, version)
     if info is None:
         return None
+    # PostgreSQL: a share lock on the version row, so a collection that decided to
+    # drop it waits for this pin and decides again (volume_retention.collect).
+    held = conn.execute(
+        "SELECT id FROM volume_versions WHERE volume = ? AND id = ? /*FOR SHARE*/",
+        (volume, info.id),
+    ).fetchone()
+    if held is None:
+        raise VolumeNotFoundError(f"volume {volume!r} has no version {info.id} any more")
     conn.execute(
         "INSERT INTO volume_reads (run_id, volume, version, read_at) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (run_id, volume, version) DO NOTHING",

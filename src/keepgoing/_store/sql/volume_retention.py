@@ -171,6 +171,11 @@ def collect(conn: Any, volume: str | None, now: float, dry_run: bool) -> VolumeG
     if not dry_run and not isinstance(conn, sqlite3.Connection):
         # Wait for every transaction that read or wrote an object, then decide again.
         conn.execute("LOCK TABLE volume_objects IN ACCESS EXCLUSIVE MODE")
+        for name, version in dropped:  # and wait for the read pins being written on them
+            conn.execute(
+                "SELECT id FROM volume_versions WHERE volume = ? AND id = ? /*FOR UPDATE*/",
+                (name, version),
+            ).fetchall()
         dropped = _dropped(conn, volume, now)
     gone, rebased = _unreached(conn, set(dropped))
     if not dry_run:
