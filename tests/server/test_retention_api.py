@@ -49,3 +49,16 @@ def test_an_archived_run_is_served_from_the_archive(tmp_path: Path) -> None:
     assert by_run.json()["archived"] is True and len(by_run.json()["events"]) == 1
     assert by_workflow.json() == by_run.json()
     assert missing.status_code == 404 and missing.json()["code"] == "run_not_found"
+
+
+def test_an_archived_run_is_served_from_an_fsspec_url() -> None:
+    import uuid  # noqa: PLC0415
+
+    root = f"memory://kg-api-{uuid.uuid4().hex}"
+    write_archived(root, "r1", "nightly-1", {"n": 1})
+    policy = RetentionPolicy(runs=60.0, archive=root)
+    app = create_app(SqliteStore(":memory:"), auth=False, ui=False, groups=False, retention=policy)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        by_workflow = client.get("/api/v1/archive/nightly-1")
+
+    assert by_workflow.status_code == 200 and by_workflow.json()["run"]["result"] == {"n": 1}
