@@ -25,8 +25,11 @@ Figures:
    fresh one, in per cent. Target: within 5%. (The first runs into an empty
    file are reported too, ``per_run_empty_ms``: not the target's comparison.)
 3. ``sweep``: rows deleted per second of delete time, and the longest and the
-   p99 delete call (an upper bound on how long a batch holds SQLite's write
-   lock; target about 50 ms; batches are sized by their delete time).
+   p99 delete call (``delete``: the store call, with its hop to the store's
+   thread and the free-page step after it, an upper bound) and delete body
+   inside its write transaction (``held``: the write lock is held from it to
+   the commit; the long pass's deletes only). Target about 50 ms; batches are
+   sized by their delete call's time.
 
 Examples::
 
@@ -45,9 +48,11 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import Any
 
 from keepgoing._history.events import TaskScheduled, WorkflowCompleted
 from keepgoing._store.records import ActivationCommit, StartRequest, TaskOutcome
+from keepgoing._store.sql import retention as sql_retention
 from keepgoing._store.sqlite import SqliteStore
 from keepgoing._worker.retention import RetentionPolicy, RetentionSweep
 from keepgoing.testing import FakeClock
@@ -129,6 +134,30 @@ async def _commit(
         )
     )
     assert result.ok, result
+
+
+class HeldTimer:
+    """Times the body of each retention delete inside its write transaction (the
+    write lock is held from it to the commit): ``delete_runs`` in
+    ``_store/sql/retention.py``, wrapped while the benchmark runs."""
+
+    def __init__(self) -> None:
+        self.held: list[float] = []
+        self._original = sql_retention.delete_runs
+
+    def __enter__(self) -> HeldTimer:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return self._original(*args, **kwargs)
+            finally:
+                self.held.append(time.perf_counter() - began)
+
+        sql_retention.delete_runs = timed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sql_retention.delete_runs = self._original
 
 
 class TimedStore:
@@ -214,14 +243,16 @@ async def measure(runs: int, log: object = print, synchronous: str = "normal") -
     sizes: list[tuple[int, int]] = []
     steady = int(2 * RETENTION * RATE)  # two periods: the first runs are gone by then
     every = max(1, (runs - steady) // SAMPLES)
+    held = HeldTimer()
     try:
-        for i in range(runs):
-            took = await old.push()
-            if i < WINDOW:
-                early.append(took)
-            if i + 1 >= steady and (i + 1 - steady) % every == 0:
-                sizes.append((i + 1, file_size(old.path)))
-                log(f"  {i + 1} runs: {sizes[-1][1] / 1e6:.2f} MB, {took * 1e3:.2f} ms")  # type: ignore[operator]
+        with held:
+            for i in range(runs):
+                took = await old.push()
+                if i < WINDOW:
+                    early.append(took)
+                if i + 1 >= steady and (i + 1 - steady) % every == 0:
+                    sizes.append((i + 1, file_size(old.path)))
+                    log(f"  {i + 1} runs: {sizes[-1][1] / 1e6:.2f} MB, {took * 1e3:.2f} ms")  # type: ignore[operator]
         await fresh.open()
         for _ in range(int(RETENTION * RATE)):  # the kept-run count of the steady state
             await fresh.push()
@@ -251,6 +282,8 @@ async def measure(runs: int, log: object = print, synchronous: str = "normal") -
         "longest_delete_ms": max(deletes) * 1000 if deletes else 0.0,
         "p99_delete_ms": _p99(deletes) * 1000,
         "median_delete_ms": statistics.median(deletes) * 1000 if deletes else 0.0,
+        "longest_held_ms": max(held.held) * 1000 if held.held else 0.0,
+        "p99_held_ms": _p99(held.held) * 1000,
         "deletes": len(deletes),
         "rows_deleted": old.timed.rows,
     }
