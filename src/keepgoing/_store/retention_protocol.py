@@ -88,12 +88,12 @@ class RetentionStore(abc.ABC):
 
     @abc.abstractmethod
     async def prune_schedule_actions(
-        self, window: RetentionWindow, limit: int, *, actor: str
+        self, window: RetentionWindow, limit: int, *, actor: str, audit_id: int | None = None
     ) -> int:
         """Delete up to ``limit`` schedule actions older than ``window.default``
         (nothing when it is None), always keeping each schedule's newest ten, its
         buffered ones and those whose run is open; writes an audit entry with the
-        count. How many went."""
+        count (or adds it to the pass's entry ``audit_id``). How many went."""
 
     @abc.abstractmethod
     async def trim_audit(self, before: float, limit: int) -> int:

@@ -116,6 +116,7 @@ class SweepReport:
     would_delete: list[RunRecord] = field(default_factory=list)  # a dry run's runs
     more: bool = False  # a batch was full: more runs are due now
     holds: list[float] = field(default_factory=list)  # each delete's time, seconds
+    audit_id: int | None = None  # the pass's retention.sweep audit entry, once written
 
 
 def parse_retention(data: dict[str, Any], *, source: str = "keepgoing.toml") -> RetentionPolicy:
@@ -254,7 +255,9 @@ class RetentionSweep:
         report = await self.sweep(window)
         if self.policy.on:  # a schedule's old actions, past the same policy
             limit = self.policy.batch * self.batches
-            actions = await self.store.prune_schedule_actions(window, limit, actor=self.owner)
+            actions = await self.store.prune_schedule_actions(
+                window, limit, actor=self.owner, audit_id=report.audit_id
+            )
             if actions:
                 report.swept.add(SweptRows(rows={"schedule_actions": actions}))
             report.more = report.more or actions >= limit
@@ -297,7 +300,6 @@ class RetentionSweep:
             )
             return report
         seen: set[str] = set()
-        audit_id: int | None = None
         for _ in range(self.batches):
             runs = [
                 r
@@ -315,11 +317,14 @@ class RetentionSweep:
             _fault_point("retention.archived")
             ids = [r.run_id for r in runs]
             began = self._timer()
-            swept = await self.store.delete_runs(ids, window, actor=self.owner, audit_id=audit_id)
+            swept = await self.store.delete_runs(
+                ids, window, actor=self.owner, audit_id=report.audit_id
+            )
             took = self._timer() - began
             report.holds.append(took)
             report.swept.add(swept)
-            audit_id = swept.audit_id if swept.audit_id is not None else audit_id
+            if swept.audit_id is not None:
+                report.audit_id = swept.audit_id
             self.batch_size = next_batch(len(ids), took, self.policy.batch)
         report.more = True
         return report

@@ -228,7 +228,9 @@ def _delete_rows(conn: Any, ids: list[str]) -> dict[str, int]:
     return {table: n for table, n in counts.items() if n > 0}
 
 
-def prune_schedule_actions(conn: Any, window: RetentionWindow, limit: int, actor: str) -> int:
+def prune_schedule_actions(
+    conn: Any, window: RetentionWindow, limit: int, actor: str, audit_id: int | None = None
+) -> int:
     """Delete up to ``limit`` schedule actions older than the store's default
     policy (none without one), and write the audit entry; how many went."""
     if window.default is None or window.older_than is not None:
@@ -253,16 +255,8 @@ def prune_schedule_actions(conn: Any, window: RetentionWindow, limit: int, actor
             (key.schedule_id, key.slot_at),
         )
     if keys:
-        messaging.append_audit(
-            conn,
-            rec.AuditEntry(
-                at=window.now,
-                actor_kind="system",
-                actor_id=actor,
-                action="retention.sweep",
-                detail={"runs": 0, "rows": {"schedule_actions": len(keys)}},
-            ),
-        )
+        swept = SweptRows(rows={"schedule_actions": len(keys)})
+        _audit_sweep(conn, swept, window.now, actor, audit_id)
     return len(keys)
 
 
@@ -335,9 +329,11 @@ class SqlRetentionMixin(RetentionStore):
         return swept
 
     async def prune_schedule_actions(
-        self, window: RetentionWindow, limit: int, *, actor: str
+        self, window: RetentionWindow, limit: int, *, actor: str, audit_id: int | None = None
     ) -> int:
-        count: int = await self._write(lambda c: prune_schedule_actions(c, window, limit, actor))
+        count: int = await self._write(
+            lambda c: prune_schedule_actions(c, window, limit, actor, audit_id)
+        )
         return count
 
     async def trim_audit(self, before: float, limit: int) -> int:
