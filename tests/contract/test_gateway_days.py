@@ -72,3 +72,48 @@ async def test_a_second_sweep_adds_to_the_same_day(store: Store) -> None:
         await _sweep(store, run_id)
     totals = (await store.gateway_usage(_query())).totals
     assert totals.calls == 6 and totals.cost == pytest.approx(1.5)
+
+
+async def _deleted_and_kept(store: Store) -> str:
+    """Three calls of a run retention deleted (two on k1, one on k2), and one call
+    of a kept run on k1: what the groups and the series add up."""
+    gone = await _ended(store, "digest-1")
+    await store.record_gateway_call(call("a", run_id=gone, step=1, attempt=1, cost=0.5))
+    await store.record_gateway_call(call("b", run_id=gone, step=1, attempt=1, created_at=NOW + 5))
+    await store.record_gateway_call(
+        call("c", run_id=gone, step=2, attempt=1, key_id="k2", created_at=NOW + 9)
+    )
+    kept = await _ended(store, "digest-2")
+    await store.record_gateway_call(call("d", run_id=kept, step=1, attempt=1, created_at=NOW + 1))
+    await _sweep(store, gone)
+    return kept
+
+
+async def test_groups_include_the_calls_of_deleted_runs(store: Store) -> None:
+    kept = await _deleted_and_kept(store)
+
+    by_key = {r.key_id: r for r in (await store.gateway_usage(_query(group_by="key"))).rows}
+    assert {k: r.calls for k, r in by_key.items()} == {"k1": 3, "k2": 1}
+    assert by_key["k1"].cost == pytest.approx(1.0) and by_key["k1"].first_at == NOW
+    by_model = (await store.gateway_usage(_query(group_by="model"))).rows
+    assert [(r.model, r.calls) for r in by_model] == [("gpt-4o-mini", 4)]
+    by_workflow = (await store.gateway_usage(_query(group_by="workflow"))).rows
+    assert [(r.workflow, r.calls) for r in by_workflow] == [("wf", 4)]
+    by_run = (await store.gateway_usage(_query(group_by="run"))).rows
+    assert sorted((r.run_id or "", r.workflow, r.calls) for r in by_run) == [
+        ("", "wf", 3),  # the deleted run's calls, under its workflow
+        (kept, "wf", 1),
+    ]
+    report = await store.gateway_usage(_query(group_by="key"))
+    assert sum(r.calls for r in report.rows) == report.totals.calls == 4
+
+
+async def test_the_series_includes_the_calls_of_deleted_runs(store: Store) -> None:
+    await _deleted_and_kept(store)
+
+    report = await store.gateway_usage(_query(since=NOW, bucket=3600.0))
+    ((point),) = report.points
+    assert point.at == NOW and point.calls == 4 and point.cost == pytest.approx(1.25)
+    assert sum(p.calls for p in report.points) == report.totals.calls
+    by_run = await store.gateway_usage(_query(run_id="run-digest-2", bucket=3600.0))
+    assert [p.calls for p in by_run.points] == [1]  # a filter by run: the ledger alone

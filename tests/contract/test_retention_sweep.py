@@ -85,3 +85,44 @@ async def test_archived_runs_that_were_not_deleted_are_archived_again(
 
     assert report.swept.runs == 1 and report.archived == [str(first)]
     assert read_archive(first)["run"]["run_id"] == "run-wf-1"
+
+
+async def test_a_pass_of_many_batches_writes_one_audit_entry_with_the_sums(store: Store) -> None:
+    for i in range(5):
+        await _ended(store, f"wf-{i}")
+    clock = FakeClock(NOW + DAY + 1)
+    ticks = iter(float(i) for i in range(100))  # every delete "takes" a second
+    sweep = RetentionSweep(
+        store,
+        RetentionPolicy(runs=DAY, batch=2),
+        clock=clock,
+        owner="s1",
+        timer=lambda: next(ticks),
+    )
+
+    await sweep.tick()
+
+    (entry,) = await store.list_audit(action="retention.sweep", limit=10)
+    assert entry.detail["runs"] == 5 and entry.detail["rows"]["runs"] == 5
+    assert entry.detail["rows"]["tasks"] == 5
+    assert sweep.batch_size == 1  # each slow delete halved the next batch
+
+
+async def test_a_sweep_archives_through_an_fsspec_url(store: Store) -> None:
+    import uuid  # noqa: PLC0415
+
+    from keepgoing._worker.archive import locate  # noqa: PLC0415
+
+    root = f"memory://kg-sweep-{uuid.uuid4().hex}/archive"
+    run_id = await _ended(store, "wf-1")
+    sweep = _sweep(store, FakeClock(NOW + DAY + 1), runs=DAY, archive=root)
+
+    await sweep.tick()
+
+    assert await store.get_run(run_id) is None
+    (url,) = locate(root, run_id)
+    assert url.startswith("memory://") and url.endswith(f"wf-1.{run_id}.json.gz")
+    assert locate(root, "wf-1") == [url]
+    assert read_archive(url)["run"]["status"] == "completed"
+    events = loads_history(read_history_text(url))
+    assert isinstance(events[-1], WorkflowCompleted)

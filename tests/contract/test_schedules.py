@@ -275,3 +275,16 @@ async def test_retention_off_keeps_every_action(store: Store) -> None:
     await RetentionSweep(store, RetentionPolicy(), clock=clock, owner="s1").tick()
 
     assert len(await store.schedule_actions("s", limit=1000)) == 16
+
+
+async def test_a_pass_that_deletes_runs_and_actions_writes_one_audit_entry(store: Store) -> None:
+    await _fourteen_actions(store)
+    clock = FakeClock(T0 + 2 * 86400)
+    sweep = RetentionSweep(store, RetentionPolicy(runs=86400.0), clock=clock, owner="s1")
+
+    await sweep.tick()
+
+    sweeps = await store.list_audit(action="retention.sweep", limit=50)
+    assert len(sweeps) == 1, [e.detail for e in sweeps]
+    assert sweeps[0].detail["rows"].get("schedule_actions") == 5
+    assert sweeps[0].detail["runs"] > 0  # and the ended runs, in the same entry

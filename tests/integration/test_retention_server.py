@@ -9,10 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from keepgoing._history.events import WorkflowCompleted
 from keepgoing._open_store import store_from_url
-from keepgoing._store.records import ActivationCommit, StartRequest
 from keepgoing._worker.archive import find_archived, read_archive
+from retention_support import end_run
 
 from ._support import Sandbox, WorkerProcess, free_port, wait_until
 
@@ -23,41 +22,11 @@ async def _ended_runs(url: str, ended_at: float) -> list[str]:
     store = store_from_url(url)
     await store.open()
     try:
-        ids = []
-        for i in range(RUNS):
-            run = await store.start_run(
-                StartRequest(
-                    run_id=f"run-{i}",
-                    workflow_id=f"nightly-{i}",
-                    workflow_name="nightly",
-                    input={},
-                    task_queue="default",
-                    code_version="v1",
-                    now=ended_at,
-                )
-            )
-            (claim,) = await store.claim_activations(
-                worker_id="w",
-                queues=["default"],
-                workflow_names=["nightly"],
-                limit=1,
-                lease_ttl=30,
-                now=ended_at,
-            )
-            result = await store.commit_activation(
-                ActivationCommit(
-                    run_id=run.run_id,
-                    fence=claim.fence,
-                    worker_id="w",
-                    saw_upto=claim.run.last_input_seq,
-                    time=ended_at,
-                    commands=[WorkflowCompleted(result={"n": i})],
-                    now=ended_at,
-                )
-            )
-            assert result.ok
-            ids.append(run.run_id)
-        return ids
+        runs = [
+            await end_run(store, f"run-{i}", f"nightly-{i}", now=ended_at, result={"n": i})
+            for i in range(RUNS)
+        ]
+        return [run.run_id for run in runs]
     finally:
         await store.close()
 
@@ -183,6 +152,15 @@ def test_runs_prune_archives_then_deletes_and_runs_show_finds_the_archive(
     )
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
     assert "ok" in replayed.stdout
+    from_url = subprocess.run(  # the same archive through fsspec (keepgoing[archive])
+        [*cli, "replay", str(kg.app("nightly")), path.as_uri()],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=kg.env(),
+        check=False,
+    )
+    assert from_url.returncode == 0 and "ok" in from_url.stdout, from_url.stderr
     missing = subprocess.run(
         [*cli, "runs", "show", "nope", "--archive", str(archive), "--store", kg.url],
         capture_output=True,

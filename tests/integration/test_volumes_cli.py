@@ -127,3 +127,36 @@ def test_gc_prints_what_it_dropped(kg: Sandbox, memory: Volume) -> None:
     assert [v.id for v in memory.versions()] == [3]
     missing = volume_cli(kg, "gc", "nope")
     assert missing.returncode != 0 and "nope" in missing.stdout + missing.stderr
+
+
+@pytest.mark.timeout(90)
+def test_gc_dry_run_keeps_a_tagged_version_and_one_an_open_run_read(
+    kg: Sandbox, memory: Volume
+) -> None:
+    from keepgoing._store.records import StartRequest  # noqa: PLC0415
+
+    store: Store = store_from_url(kg.url)
+    try:
+        Volume("agent", store=store, keep_versions=1).tag("golden", 1)
+        run = access.call(
+            store,
+            store.start_run(
+                StartRequest(
+                    run_id="reader",
+                    workflow_id="reader",
+                    workflow_name="wf",
+                    input={},
+                    task_queue="default",
+                    code_version="v1",
+                    now=1.0,
+                )
+            ),
+        )
+        access.call(store, store.volume_pin("agent", "main", 2, run_id=run.run_id, now=1.0))
+    finally:
+        access.call(store, store.close())
+    dry = volume_cli(kg, "gc", "agent", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["versions"] == []
+    assert [v.id for v in memory.versions()] == [1, 2, 3]
+    assert memory.tags() == {"golden": 1}

@@ -6,12 +6,10 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from keepgoing._history.events import WorkflowCompleted
 from keepgoing._server.app import create_app
-from keepgoing._store.records import RunRecord
 from keepgoing._store.sqlite import SqliteStore
-from keepgoing._worker.archive import write_archive
 from keepgoing._worker.retention import RetentionPolicy
+from retention_support import write_archived
 
 
 def test_the_policies_in_force() -> None:
@@ -39,20 +37,7 @@ def test_off_without_services() -> None:
 
 
 def test_an_archived_run_is_served_from_the_archive(tmp_path: Path) -> None:
-    run = RunRecord(
-        run_id="r1",
-        workflow_id="nightly-1",
-        workflow_name="nightly",
-        status="completed",
-        input={},
-        task_queue="default",
-        code_version="v1",
-        created_at=1.0,
-        updated_at=2.0,
-        ended_at=2.0,
-        result={"n": 1},
-    )
-    write_archive(tmp_path, run, [WorkflowCompleted(seq=2, at=2.0, result={"n": 1})])
+    write_archived(tmp_path, "r1", "nightly-1", {"n": 1})
     policy = RetentionPolicy(runs=60.0, archive=str(tmp_path))
     app = create_app(SqliteStore(":memory:"), auth=False, ui=False, groups=False, retention=policy)
     with TestClient(app, base_url="http://127.0.0.1") as client:
@@ -64,3 +49,16 @@ def test_an_archived_run_is_served_from_the_archive(tmp_path: Path) -> None:
     assert by_run.json()["archived"] is True and len(by_run.json()["events"]) == 1
     assert by_workflow.json() == by_run.json()
     assert missing.status_code == 404 and missing.json()["code"] == "run_not_found"
+
+
+def test_an_archived_run_is_served_from_an_fsspec_url() -> None:
+    import uuid  # noqa: PLC0415
+
+    root = f"memory://kg-api-{uuid.uuid4().hex}"
+    write_archived(root, "r1", "nightly-1", {"n": 1})
+    policy = RetentionPolicy(runs=60.0, archive=root)
+    app = create_app(SqliteStore(":memory:"), auth=False, ui=False, groups=False, retention=policy)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        by_workflow = client.get("/api/v1/archive/nightly-1")
+
+    assert by_workflow.status_code == 200 and by_workflow.json()["run"]["result"] == {"n": 1}

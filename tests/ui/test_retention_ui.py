@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from keepgoing._history.events import WorkflowCompleted
-from keepgoing._store.records import ActivationCommit, RunRecord, StartRequest
-from keepgoing._worker.archive import write_archive
+from retention_support import end_run, write_archived
 
 from ._stack import UiStack, run_store
 from .conftest import sign_in
@@ -35,54 +33,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiStack]:
 
 
 async def _ended(store: Any) -> None:
-    now = time.time() - 3600
-    run = await store.start_run(
-        StartRequest(
-            run_id="r-kept",
-            workflow_id="kept-1",
-            workflow_name="nightly",
-            input={},
-            task_queue="default",
-            code_version="v1",
-            now=now,
-        )
-    )
-    (claim,) = await store.claim_activations(
-        worker_id="w",
-        queues=["default"],
-        workflow_names=["nightly"],
-        limit=1,
-        lease_ttl=30,
-        now=now,
-    )
-    await store.commit_activation(
-        ActivationCommit(
-            run_id=run.run_id,
-            fence=claim.fence,
-            worker_id="w",
-            saw_upto=claim.run.last_input_seq,
-            time=now,
-            commands=[WorkflowCompleted(result=1)],
-            now=now,
-        )
-    )
+    await end_run(store, "r-kept", "kept-1", now=time.time() - 3600, result=1)
 
 
 def _archived(archive: Path) -> None:
-    run = RunRecord(
-        run_id="r-gone",
-        workflow_id="gone-1",
-        workflow_name="nightly",
-        status="completed",
-        input={},
-        task_queue="default",
-        code_version="v1",
-        created_at=1.0,
-        updated_at=2.0,
-        ended_at=2.0,
-        result=7,
-    )
-    write_archive(archive, run, [WorkflowCompleted(seq=2, at=2.0, result=7)])
+    write_archived(archive, "r-gone", "gone-1", 7)
 
 
 def test_the_runs_list_says_when_an_ended_run_goes(context: Any, stack: UiStack) -> None:

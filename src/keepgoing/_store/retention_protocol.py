@@ -34,10 +34,12 @@ class RetentionWindow:
 
 @dataclass
 class SweptRows:
-    """Rows one deletion removed, by table (counts, never ids)."""
+    """Rows one deletion removed, by table (counts, never ids), and the audit
+    entry that holds their counts (``audit_id``, for the next batch of a pass)."""
 
     runs: int = 0
     rows: dict[str, int] = field(default_factory=dict)
+    audit_id: int | None = None
 
     def add(self, other: SweptRows) -> None:
         self.runs += other.runs
@@ -69,20 +71,29 @@ class RetentionStore(abc.ABC):
 
     @abc.abstractmethod
     async def delete_runs(
-        self, run_ids: Sequence[str], window: RetentionWindow, *, actor: str
+        self,
+        run_ids: Sequence[str],
+        window: RetentionWindow,
+        *,
+        actor: str,
+        audit_id: int | None = None,
     ) -> SweptRows:
         """Delete those of ``run_ids`` that may still be deleted, with every row
         that hangs off them, in one transaction that also writes an audit entry
-        with the counts; then give back a few free pages (SQLite)."""
+        with the counts; then give back a few free pages (SQLite).
+
+        With ``audit_id`` (a ``retention.sweep`` entry an earlier batch of the
+        same pass wrote, from its :attr:`SweptRows.audit_id`) the counts are
+        added to that entry instead, so a sweep pass writes one entry."""
 
     @abc.abstractmethod
     async def prune_schedule_actions(
-        self, window: RetentionWindow, limit: int, *, actor: str
+        self, window: RetentionWindow, limit: int, *, actor: str, audit_id: int | None = None
     ) -> int:
         """Delete up to ``limit`` schedule actions older than ``window.default``
         (nothing when it is None), always keeping each schedule's newest ten, its
         buffered ones and those whose run is open; writes an audit entry with the
-        count. How many went."""
+        count (or adds it to the pass's entry ``audit_id``). How many went."""
 
     @abc.abstractmethod
     async def trim_audit(self, before: float, limit: int) -> int:

@@ -7,6 +7,9 @@ Model
 * A **version** (1, 2, 3, ... per volume) is an immutable manifest: path ->
   (content hash, size, updated_at). Versions are deleted only by the
   volume's own retention policy (:meth:`VolumeStore.volume_gc`).
+* A run's reads **pin** the versions it read (:meth:`VolumeStore.volume_pin`),
+  and a **tag** names a version (:meth:`VolumeStore.volume_tag`): retention
+  never drops a tagged version, or one an open run read.
 * A **ref** names a head version (or none yet). ``fork`` makes a new ref at
   a version of another. Commits move a ref's head by compare-and-set: the
   change set of a :class:`~keepgoing._store.volume_records.StagedCommit` is applied
@@ -140,4 +143,40 @@ class VolumeStore(abc.ABC):
 
         Raises:
             VolumeNotFoundError: ``volume`` does not exist.
+        """
+
+    @abc.abstractmethod
+    async def volume_pin(
+        self, volume: str, ref: str, version: int | None, *, run_id: str, now: float
+    ) -> int | None:
+        """The id of the version a run's task reads (None: the head of ``ref``), and in
+        the same transaction a pin of it for ``run_id``: while that run is open,
+        retention never drops the version. None when ``ref`` has no version yet.
+
+        Raises:
+            VolumeNotFoundError: the volume, the ref, or the version is missing.
+        """
+
+    @abc.abstractmethod
+    async def volume_tag(
+        self, volume: str, ref: str, name: str, version: int | None, now: float
+    ) -> VersionInfo:
+        """Tag ``version`` (None: the head of ``ref``) as ``name``, moving the tag if
+        it named another version; a tagged version is never dropped.
+
+        Raises:
+            VolumeNotFoundError: the volume, the ref, or the version is missing, or
+                the ref has no version yet.
+        """
+
+    @abc.abstractmethod
+    async def volume_untag(self, volume: str, name: str) -> bool:
+        """Remove tag ``name``; False when there was none."""
+
+    @abc.abstractmethod
+    async def volume_tags(self, volume: str) -> dict[str, int]:
+        """Every tag of ``volume`` and the version it names, by tag name.
+
+        Raises:
+            VolumeNotFoundError: the volume is missing.
         """

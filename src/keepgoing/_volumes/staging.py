@@ -128,6 +128,9 @@ class AttemptVolumes:
         self.lock = threading.RLock()
         self._stages: dict[tuple[str, str], Stage] = {}
         self._closed = False
+        #: The version each (volume, ref, version asked) read resolved to, pinned
+        #: for the run (a head is resolved once: the attempt reads one snapshot).
+        self.pins: dict[tuple[str, str, int | None], int | None] = {}
 
     def stage(self, volume: str, ref: str) -> Stage:
         """The stage of (``volume``, ``ref``), created empty on first use.

@@ -157,8 +157,11 @@ class Volume:
         base = _base(stages, self._version)
         if base is None:  # a fork of a ref that had no version yet
             raise VolumeFileNotFoundError(f"volume {self.name!r} has no file {path!r}")
-        version = None if isinstance(base, Head) else base
-        return self._call(store, store.volume_read(self.name, self.ref, version, path))
+        version = self._pinned(store, base)
+        if version is None:  # inside a task, the ref had no version yet
+            raise VolumeFileNotFoundError(f"volume {self.name!r} has no file {path!r}")
+        at = None if isinstance(version, Head) else version
+        return self._call(store, store.volume_read(self.name, self.ref, at, path))
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         """The content of ``path`` decoded as text.
@@ -178,8 +181,10 @@ class Volume:
         base = _base(stages, self._version)
         committed: list[FileInfo] = []
         if base is not None:
-            version = None if isinstance(base, Head) else base
-            committed = self._call(store, store.volume_files(self.name, self.ref, version))
+            version = self._pinned(store, base)
+            if version is not None:
+                at = None if isinstance(version, Head) else version
+                committed = self._call(store, store.volume_files(self.name, self.ref, at))
         for stage in _applied(stages):
             committed = stage.view(committed)
         return diff.listing(committed, folder, recursive)
@@ -348,7 +353,53 @@ class Volume:
         store = self._store_now()
         return self._call(store, store.volume_forks(self.name, self.ref))
 
+    # -- tags -------------------------------------------------------------------------------
+    def tag(self, name: str, version: int | VersionInfo | None = None) -> VersionInfo:
+        """Name a version ``name`` (default: this handle's version, else the ref's head);
+        a tagged version is never dropped by retention. Tagging a name again moves it.
+
+        Raises:
+            VolumeNotFoundError: there is no such version, or the ref has none yet.
+            VolumeError: ``name`` is not a valid name.
+        """
+        label = check_name(name, "tag name")
+        number = self._version if version is None else _check_version_id(_number(version))
+        store = self._store_now()
+        now = system_clock.now()
+        return self._call(store, store.volume_tag(self.name, self.ref, label, number, now))
+
+    def untag(self, name: str) -> bool:
+        """Remove tag ``name`` (its version may then be dropped); False when there was none."""
+        store = self._store_now()
+        return self._call(store, store.volume_untag(self.name, check_name(name, "tag name")))
+
+    def tags(self) -> dict[str, int]:
+        """Every tag of this volume and the version id it names, by tag name."""
+        store = self._store_now()
+        return self._call(store, store.volume_tags(self.name))
+
     # -- plumbing -----------------------------------------------------------------------------
+    def _pinned(self, store: Store, base: int | Head) -> int | Head | None:
+        """The version to read (:data:`HEAD`: the ref's head, None: no version yet).
+        Inside a run's task the version is resolved and pinned for the run in one
+        transaction, the first time the attempt reads it, so retention keeps it
+        while the run is open (and the attempt reads one snapshot of the head)."""
+        attempt = current_attempt()
+        if attempt is None or store is not attempt.store:
+            return base
+        version = None if isinstance(base, Head) else base
+        key = (self.name, self.ref, version)
+        with attempt.lock:
+            if key in attempt.pins:
+                return attempt.pins[key]
+        now = system_clock.now()
+        found = self._call(
+            store, store.volume_pin(self.name, self.ref, version, run_id=attempt.run_id, now=now)
+        )
+        with attempt.lock:
+            attempt.pins.setdefault(key, found)
+            return attempt.pins[key]
+
     def _call(self, store: Store, coro: Coroutine[Any, Any, T]) -> T:
         return access.call(store, coro)
 

@@ -8,7 +8,9 @@ format, ``{"events": [...]}``, with the run's row beside the events
 ``keepgoing history show`` and the UI's replay page read it as they read an
 export. A file is written to a temporary name, flushed to disk and renamed, so
 a crash leaves either the whole file or none; writing it again (a sweep that
-died before its delete) replaces it with the same content.
+died before its delete) replaces it with the same content. An archive given as
+a URL (``s3://...``, ``memory://...``) is written and read through fsspec
+(``archive_fs.py``, the ``keepgoing[archive]`` extra), under the same names.
 """
 
 from __future__ import annotations
@@ -25,19 +27,31 @@ from typing import Any
 from keepgoing._history.codec import encode
 from keepgoing._history.events import Event
 from keepgoing._store.records import RunRecord
+from keepgoing._worker.archive_fs import find_in_url, is_url, read_url, write_url
 from keepgoing.errors import ConfigurationError
 
-__all__ = ["archive_path", "find_archived", "read_archive", "read_history_text", "write_archive"]
+__all__ = [
+    "archive_path",
+    "find_archived",
+    "locate",
+    "read_archive",
+    "read_history_text",
+    "write_archive",
+]
 
 SUFFIX = ".json.gz"
 
 
 def archive_path(root: str | os.PathLike[str], run: RunRecord) -> Path:
-    """Where ``run``'s archive goes under ``root``."""
+    """Where ``run``'s archive goes under the folder ``root``."""
+    return Path(root) / _relative(run)
+
+
+def _relative(run: RunRecord) -> str:
     ended = run.ended_at if run.ended_at is not None else run.updated_at
     day = datetime.fromtimestamp(ended, UTC).strftime("%Y-%m-%d")
     name = urllib.parse.quote(run.workflow_id, safe="-_@+=,")
-    return Path(root) / day / f"{name}.{run.run_id}{SUFFIX}"
+    return f"{day}/{name}.{run.run_id}{SUFFIX}"
 
 
 def run_body(run: RunRecord) -> dict[str, Any]:
@@ -62,15 +76,18 @@ def run_body(run: RunRecord) -> dict[str, Any]:
     }
 
 
-def write_archive(root: str | os.PathLike[str], run: RunRecord, events: list[Event]) -> Path:
-    """Write ``run`` and its history; the file's path once it is on disk.
+def write_archive(root: str | os.PathLike[str], run: RunRecord, events: list[Event]) -> Path | str:
+    """Write ``run`` and its history; the file's path once it is on disk (its URL
+    when ``root`` is a URL).
 
     Raises:
         ConfigurationError: the archive folder cannot be written.
     """
-    path = archive_path(root, run)
     body = {"run": run_body(run), "events": [encode(e) for e in events]}
     data = gzip.compress(json.dumps(body, ensure_ascii=False, default=str).encode(), mtime=0)
+    if is_url(root):
+        return write_url(str(root), _relative(run), data)
+    path = archive_path(root, run)
     tmp = path.with_name(path.name + ".part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +117,7 @@ def read_history_text(path: str | os.PathLike[str]) -> str:
         OSError: it cannot be read.
         ValueError: it is gzip but broken, or not UTF-8.
     """
-    raw = Path(path).read_bytes()
+    raw = read_url(path) if is_url(path) else Path(path).read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
@@ -135,6 +152,16 @@ def find_archived(root: str | os.PathLike[str], ident: str) -> list[Path]:
         return by_run
     name = _glob_quote(urllib.parse.quote(ident, safe="-_@+=,"))
     return sorted(base.glob(f"*/{name}.*{SUFFIX}"))
+
+
+def locate(root: str | os.PathLike[str], ident: str) -> list[str]:
+    """:func:`find_archived` for a folder or a URL: the archives' paths (or URLs)."""
+    if not is_url(root):
+        return [str(p) for p in find_archived(root, ident)]
+    if not ident or "/" in ident or ident in (".", ".."):
+        return []
+    name = _glob_quote(urllib.parse.quote(ident, safe="-_@+=,"))
+    return find_in_url(str(root), f"*/*.{_glob_quote(ident)}{SUFFIX}", f"*/{name}.*{SUFFIX}")
 
 
 def _glob_quote(text: str) -> str:

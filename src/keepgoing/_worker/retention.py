@@ -5,6 +5,7 @@ The policy is the ``[retention]`` table of ``keepgoing.toml``::
     [retention]
     runs = "30d"          # the store's default; KEEPGOING_RETENTION overrides it
     archive = "/var/lib/keepgoing/archive"   # written before a run's rows go
+                                             # (or an fsspec URL: "s3://bucket/kg")
     audit = "365d"        # the audit log's own policy (default 365 days)
 
 and each workflow's own, ``@workflow(retention="7d")``, which its workers record
@@ -16,8 +17,17 @@ go lives in the store (``_store/sql/retention.py``); this module only drives it.
 One server sweeps at a time: the sweep holds the ``retention`` service lease
 while it works. Each batch is read, archived (every file on disk first), then
 deleted in one short transaction that checks the rule again and writes the
-audit entry; a process killed between the two leaves its runs in the store,
-and the next sweep archives them again and deletes them.
+audit entry (the first batch of a pass writes it, the later ones add their
+counts to it: one ``retention.sweep`` entry per pass); a process killed
+between the two leaves its runs in the store, and the next sweep archives
+them again and deletes them.
+
+Batches are sized by how long their delete took (:func:`next_batch`), so one
+batch holds SQLite's write lock for about :data:`HOLD_TARGET` at most, even
+with ``synchronous=full`` on a slow disk: the first holds :data:`FIRST_BATCH`
+runs, the next half as many when a delete took more than half the target,
+twice as many when it took less than an eighth, never more than the policy's
+``batch``.
 """
 
 from __future__ import annotations
@@ -26,8 +36,10 @@ import asyncio
 import logging
 import os
 import signal
+import time
 import tomllib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +50,7 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import RunRecord
 from keepgoing._store.retention_protocol import RetentionWindow, SweptRows
 from keepgoing._worker.archive import write_archive
+from keepgoing._worker.archive_fs import check_url, is_url
 from keepgoing.errors import ConfigurationError, InvalidDurationError
 
 __all__ = [
@@ -46,6 +59,7 @@ __all__ = [
     "RetentionSweep",
     "SweepReport",
     "load_retention",
+    "next_batch",
     "parse_retention",
 ]
 
@@ -57,6 +71,21 @@ FAULT_ENV = "KEEPGOING_FAULT_POINT"
 SERVICE = "retention"
 DAY = 86400.0
 _KEYS = ("runs", "archive", "audit", "batch", "interval")
+#: The longest a batch's delete should hold the write lock, in seconds.
+HOLD_TARGET = 0.050
+#: The runs in a sweep's first batch, before any delete was timed.
+FIRST_BATCH = 16
+
+
+def next_batch(size: int, took: float, cap: int) -> int:
+    """The next batch's size after a delete of ``size`` runs took ``took`` seconds:
+    half when it took more than half of :data:`HOLD_TARGET`, twice when less than
+    an eighth, else the same; always 1 to ``cap``."""
+    if took > HOLD_TARGET / 2:
+        size //= 2
+    elif took < HOLD_TARGET / 8:
+        size *= 2
+    return max(1, min(cap, size))
 
 
 @dataclass(frozen=True)
@@ -86,6 +115,8 @@ class SweepReport:
     volume_objects: int = 0  # objects no remaining version reads
     would_delete: list[RunRecord] = field(default_factory=list)  # a dry run's runs
     more: bool = False  # a batch was full: more runs are due now
+    holds: list[float] = field(default_factory=list)  # each delete's time, seconds
+    audit_id: int | None = None  # the pass's retention.sweep audit entry, once written
 
 
 def parse_retention(data: dict[str, Any], *, source: str = "keepgoing.toml") -> RetentionPolicy:
@@ -106,7 +137,11 @@ def parse_retention(data: dict[str, Any], *, source: str = "keepgoing.toml") -> 
     audit = _duration(table.get("audit"), f"[retention] audit in {source}")
     archive = table.get("archive")
     if archive is not None and (not isinstance(archive, str) or not archive.strip()):
-        raise ConfigurationError(f"[retention] archive in {source} must be a folder path")
+        raise ConfigurationError(
+            f"[retention] archive in {source} must be a folder path or an fsspec URL"
+        )
+    if is_url(archive):
+        check_url(archive)  # the extra and the scheme's package are there, or say so now
     batch = table.get("batch", 100)
     if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
         raise ConfigurationError(f"[retention] batch in {source} must be 1..10000, not {batch!r}")
@@ -184,6 +219,7 @@ class RetentionSweep:
         clock: injected time.
         owner: who holds the sweep's service lease (one server at a time).
         batches: the most batches one :meth:`tick` deletes before it yields.
+        timer: what times a batch's delete (wall time; the batch sizing's input).
     """
 
     def __init__(
@@ -194,6 +230,7 @@ class RetentionSweep:
         clock: Clock = system_clock,
         owner: str | None = None,
         batches: int = 10,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -201,6 +238,8 @@ class RetentionSweep:
         self.owner = owner or f"retention-{uuid.uuid4().hex[:12]}"
         self.batches = batches
         self._next = float("-inf")
+        self._timer = timer
+        self.batch_size = min(FIRST_BATCH, policy.batch)
 
     async def tick(self) -> bool:
         """One sweep when due (every ``interval``, at once after a full batch).
@@ -216,7 +255,9 @@ class RetentionSweep:
         report = await self.sweep(window)
         if self.policy.on:  # a schedule's old actions, past the same policy
             limit = self.policy.batch * self.batches
-            actions = await self.store.prune_schedule_actions(window, limit, actor=self.owner)
+            actions = await self.store.prune_schedule_actions(
+                window, limit, actor=self.owner, audit_id=report.audit_id
+            )
             if actions:
                 report.swept.add(SweptRows(rows={"schedule_actions": actions}))
             report.more = report.more or actions >= limit
@@ -262,7 +303,7 @@ class RetentionSweep:
         for _ in range(self.batches):
             runs = [
                 r
-                for r in await self.store.expired_runs(window, self.policy.batch)
+                for r in await self.store.expired_runs(window, self.batch_size)
                 if r.run_id not in seen
             ]
             if not runs:
@@ -275,6 +316,15 @@ class RetentionSweep:
                     report.archived.append(str(path))
             _fault_point("retention.archived")
             ids = [r.run_id for r in runs]
-            report.swept.add(await self.store.delete_runs(ids, window, actor=self.owner))
+            began = self._timer()
+            swept = await self.store.delete_runs(
+                ids, window, actor=self.owner, audit_id=report.audit_id
+            )
+            took = self._timer() - began
+            report.holds.append(took)
+            report.swept.add(swept)
+            if swept.audit_id is not None:
+                report.audit_id = swept.audit_id
+            self.batch_size = next_batch(len(ids), took, self.policy.batch)
         report.more = True
         return report

@@ -51,7 +51,11 @@ from keepgoing.testing import replay as replay_history
 def replay(
     file: Annotated[str, typer.Argument(help="The Python file that defines the workflow.")],
     history: Annotated[
-        Path | None, typer.Argument(help="A history from `keepgoing history export`.")
+        str | None,
+        typer.Argument(
+            help="A history from `keepgoing history export`, or a run's archive "
+            "(a file, or an fsspec URL such as s3://bucket/kg/2026-01-31/nightly.3f2a.json.gz)."
+        ),
     ] = None,
     workflow: Annotated[
         str | None, typer.Option(help="The workflow's name (default: the one in the history).")
@@ -104,7 +108,7 @@ def replay(
     _one_history(file, history, workflow, as_json)
 
 
-def _one_history(file: str, history: Path, workflow: str | None, as_json: bool) -> None:
+def _one_history(file: str, history: str, workflow: str | None, as_json: bool) -> None:
     try:
         text = read_history_text(history)  # an export, or a run's archive (gzip)
     except (OSError, ValueError) as exc:

@@ -8,7 +8,6 @@ archive; ``history show`` prints the timeline of an export or an archive file.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -17,7 +16,7 @@ from keepgoing._durations import parse_duration
 from keepgoing._history.codec import loads_history
 from keepgoing._open_store import store_from_url
 from keepgoing._store.retention_protocol import RetentionWindow
-from keepgoing._worker.archive import find_archived, read_archive, read_history_text
+from keepgoing._worker.archive import locate, read_archive, read_history_text
 from keepgoing._worker.retention import RetentionPolicy, RetentionSweep, load_retention
 from keepgoing.cli import _timeline
 from keepgoing.cli._common import (
@@ -34,8 +33,10 @@ from keepgoing.cli.runs import runs_app
 from keepgoing.errors import InvalidDurationError
 
 ArchiveOption = Annotated[
-    Path | None,
-    typer.Option(help="The archive folder (default: [retention] archive in keepgoing.toml)."),
+    str | None,
+    typer.Option(
+        help="The archive folder or fsspec URL (default: [retention] archive in keepgoing.toml)."
+    ),
 ]
 
 
@@ -132,12 +133,12 @@ def show_run(
         found = asyncio.run(_find(store, ident))
         if found is None:
             folder = str(archive) if archive is not None else load_retention().archive
-            paths = find_archived(folder, ident) if folder else []
+            paths = locate(folder, ident) if folder else []
             if not paths:
                 where = f" nor in the archive {folder}" if folder else " (no archive is set)"
                 fail(f"no run {ident!r} in the store{where}")
             body = read_archive(paths[-1])
-            found = {**body.get("run", {}), "archived": str(paths[-1])}
+            found = {**body.get("run", {}), "archived": paths[-1]}
     if as_json:
         emit_json(found)
         return
@@ -169,7 +170,9 @@ async def _find(url: str | None, ident: str) -> dict[str, Any] | None:
 
 @history_app.command("show")
 def show_file(
-    file: Annotated[Path, typer.Argument(help="An export or an archive (.json.gz).")],
+    file: Annotated[
+        str, typer.Argument(help="An export or an archive (.json.gz): a file, or an fsspec URL.")
+    ],
     as_json: JsonOption = False,
 ) -> None:
     """Print the timeline of a history file: `keepgoing history export`'s output, or a

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
 from keepgoing._server.routes._common import PREFIX, STRICT, documented
-from keepgoing._worker.archive import find_archived, read_archive
+from keepgoing._worker.archive import locate, read_archive
 from keepgoing._worker.retention import RetentionPolicy
 from keepgoing.errors import RunNotFoundError
 
@@ -69,7 +69,7 @@ async def archived(
     ctx = context(request)
     sweep = ctx.orchestrator.retention if ctx.orchestrator is not None else None
     folder = sweep.policy.archive if sweep is not None else None
-    paths = await asyncio.to_thread(find_archived, folder, ident) if folder else []
+    paths = await asyncio.to_thread(locate, folder, ident) if folder else []
     if not paths:
         raise RunNotFoundError(f"no archived run {ident!r}" + ("" if folder else ": no archive"))
     body = await asyncio.to_thread(read_archive, paths[-1])

@@ -12,6 +12,13 @@ and match its filters. A row a range only partly covers is left out (its calls
 cannot be split), and a filter by run or step leaves every aggregate out (the
 runs are gone). So totals over months still add up, and never count a call twice:
 a call is in the ledger or in an aggregate, never both.
+
+The same rows go into the report's groups (:func:`folded_groups`) and its
+series (:func:`folded_points`), so groups and points add up to the totals too:
+grouped by workflow, model or key an aggregate joins its group; grouped by
+run, step or attempt (the runs are gone) the aggregates of a workflow make one
+row with that workflow and no run id. In the series a day's aggregate goes in
+the bucket of its first call (a day's calls cannot be split either).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from typing import Any, NamedTuple
 from keepgoing._store.gateway_protocol import UsageQuery, UsageRow
 from keepgoing._store.sql.rows import every, one
 
-__all__ = ["fold_calls", "folded_totals"]
+__all__ = ["fold_calls", "folded_groups", "folded_points", "folded_totals"]
 
 
 class _Call(NamedTuple):
@@ -144,10 +151,26 @@ def fold_calls(conn: Any, marks: str, run_ids: Sequence[str]) -> int:
     return len(calls)
 
 
-def folded_totals(conn: Any, query: UsageQuery, totals: UsageRow) -> UsageRow:
-    """``totals`` with the aggregates whose calls all fall in ``query``'s range added."""
+class _Folded(NamedTuple):
+    workflow: str
+    model: str
+    key_id: str
+    calls: int
+    errors: int
+    refused: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    latency_sum: float
+    latency_max: float
+    first_at: float
+    last_at: float
+
+
+def _matching(query: UsageQuery) -> tuple[str, list[Any]] | None:
+    """The aggregates ``query`` counts: its SQL condition, or None for none at all."""
     if query.run_id is not None or query.step is not None:
-        return totals
+        return None
     clauses = ["first_at >= ?", "last_at < ?"]
     params: list[Any] = [query.since, query.until]
     for column, value in (
@@ -158,6 +181,88 @@ def folded_totals(conn: Any, query: UsageQuery, totals: UsageRow) -> UsageRow:
         if value is not None:
             clauses.append(f"{column} = ?")
             params.append(value)
+    return " AND ".join(clauses), params
+
+
+def _folded(conn: Any, query: UsageQuery) -> list[_Folded]:
+    matching = _matching(query)
+    if matching is None:
+        return []
+    where, params = matching
+    return every(
+        conn,
+        _Folded,
+        f"SELECT workflow, model, key_id, {', '.join(_Day._fields)} FROM gateway_usage_days "
+        f"WHERE {where} ORDER BY day, workflow, model, key_id",
+        params,
+    )
+
+
+def _group_key(query: UsageQuery, row: _Folded) -> tuple[str | None, str | None, str | None]:
+    """(workflow, model, key_id) of the group an aggregate joins."""
+    workflow = row.workflow or None
+    if query.group_by == "model":
+        return None, row.model, None
+    if query.group_by == "key":
+        return None, None, row.key_id
+    return workflow, None, None  # by workflow; by run, step or attempt: the runs are gone
+
+
+def folded_groups(conn: Any, query: UsageQuery) -> list[UsageRow]:
+    """The aggregates ``query`` counts, one row per group it groups them in."""
+    groups: dict[tuple[str | None, str | None, str | None], _Day] = {}
+    for row in _folded(conn, query):
+        key = _group_key(query, row)
+        day = _Day(*(getattr(row, name) for name in _Day._fields))
+        groups[key] = _merge(groups[key], day) if key in groups else day
+    return [
+        UsageRow(
+            workflow=workflow,
+            run_id=None,
+            step=None,
+            attempt=None,
+            model=model,
+            key_id=key_id,
+            attempt_state=None,
+            calls=d.calls,
+            errors=d.errors,
+            refused=d.refused,
+            input_tokens=int(d.input_tokens),
+            output_tokens=int(d.output_tokens),
+            cost=float(d.cost),
+            latency_sum=float(d.latency_sum),
+            latency_max=float(d.latency_max),
+            first_at=float(d.first_at),
+            last_at=float(d.last_at),
+        )
+        for (workflow, model, key_id), d in groups.items()
+    ]
+
+
+def folded_points(
+    conn: Any, query: UsageQuery, start: int, width: int
+) -> dict[int, tuple[int, int, int, float]]:
+    """By bucket index (milliseconds ``start`` and ``width``, as the report counts
+    them): the calls, tokens and cost of the aggregates whose first call is in it."""
+    out: dict[int, tuple[int, int, int, float]] = {}
+    for row in _folded(conn, query):
+        bucket = max(0, (int(row.first_at * 1000) - start) // width)
+        calls, tin, tout, cost = out.get(bucket, (0, 0, 0, 0.0))
+        out[bucket] = (
+            calls + int(row.calls),
+            tin + int(row.input_tokens),
+            tout + int(row.output_tokens),
+            cost + float(row.cost),
+        )
+    return out
+
+
+def folded_totals(conn: Any, query: UsageQuery, totals: UsageRow) -> UsageRow:
+    """``totals`` with the aggregates whose calls all fall in ``query``'s range added."""
+    matching = _matching(query)
+    if matching is None:
+        return totals
+    where, params = matching
     found = one(
         conn,
         _Totals,
@@ -168,7 +273,7 @@ def folded_totals(conn: Any, query: UsageQuery, totals: UsageRow) -> UsageRow:
         "CAST(SUM(cost) AS DOUBLE PRECISION) AS cost, "
         "CAST(SUM(latency_sum) AS DOUBLE PRECISION) AS latency_sum, "
         "MAX(latency_max) AS latency_max, MIN(first_at) AS first_at, MAX(last_at) AS last_at "
-        f"FROM gateway_usage_days WHERE {' AND '.join(clauses)}",
+        f"FROM gateway_usage_days WHERE {where}",
         params,
     )
     if found is None or not found.calls:

@@ -5,12 +5,16 @@ time. Read by ``SqlGatewayMixin.gateway_usage``.
 A call's workflow is its run's (``runs.workflow_name``, joined on the run id); a call
 made outside a run has none. Buckets are computed on whole milliseconds with integer
 division, so SQLite and PostgreSQL put every call in the same bucket (a float cast
-rounds on one and truncates on the other). The totals add the per-day aggregates
-of calls retention deleted (:mod:`keepgoing._store.sql.gateway_days`).
+rounds on one and truncates on the other). The totals, the groups and the
+series add the per-day aggregates of calls retention deleted
+(:mod:`keepgoing._store.sql.gateway_days`); the groups are ranked again after
+that, so a group the ledger alone placed just past ``limit`` may be left out
+where its aggregates would have lifted it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -22,7 +26,7 @@ from keepgoing._store.gateway_protocol import (
     UsageReport,
     UsageRow,
 )
-from keepgoing._store.sql.gateway_days import folded_totals
+from keepgoing._store.sql.gateway_days import folded_groups, folded_points, folded_totals
 from keepgoing._store.sql.rows import every, one
 
 __all__ = ["MAX_POINTS", "check_query", "usage_report"]
@@ -155,10 +159,47 @@ def usage_report(conn: Any, query: UsageQuery) -> UsageReport:
     total = one(conn, _Row, f"SELECT {blank}, {_SUMS} {_FROM} WHERE {where}", params)
     assert total is not None  # an aggregate without GROUP BY always has its row
     return UsageReport(
-        rows=[_usage(r) for r in rows],
+        rows=_with_folded(conn, query, [_usage(r) for r in rows]),
         totals=folded_totals(conn, query, _usage(total)),
         points=_points(conn, query, where, params) if query.bucket is not None else [],
         bucket=query.bucket,
+    )
+
+
+def _with_folded(conn: Any, query: UsageQuery, rows: list[UsageRow]) -> list[UsageRow]:
+    """``rows`` with the aggregates of deleted calls added to their groups, ranked."""
+    folded = folded_groups(conn, query)
+    if not folded:
+        return rows
+    by_key = {_key(r): r for r in rows}
+    for extra in folded:
+        key = _key(extra)
+        by_key[key] = _plus(by_key[key], extra) if key in by_key else extra
+    ranked = sorted(
+        by_key.values(), key=lambda r: (-r.cost, -r.calls, tuple(str(k) for k in _key(r)))
+    )
+    return ranked[: query.limit]
+
+
+def _key(row: UsageRow) -> tuple[object, ...]:
+    return (row.workflow, row.run_id, row.step, row.attempt, row.model, row.key_id)
+
+
+def _plus(a: UsageRow, b: UsageRow) -> UsageRow:
+    firsts = [t for t in (a.first_at, b.first_at) if t is not None]
+    lasts = [t for t in (a.last_at, b.last_at) if t is not None]
+    return dataclasses.replace(
+        a,
+        calls=a.calls + b.calls,
+        errors=a.errors + b.errors,
+        refused=a.refused + b.refused,
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cost=a.cost + b.cost,
+        latency_sum=a.latency_sum + b.latency_sum,
+        latency_max=max(a.latency_max, b.latency_max),
+        first_at=min(firsts) if firsts else None,
+        last_at=max(lasts) if lasts else None,
     )
 
 
@@ -176,15 +217,25 @@ def _points(conn: Any, query: UsageQuery, where: str, params: list[Any]) -> list
         f"{_FROM} WHERE {where} GROUP BY 1 ORDER BY 1",
         (start, *params),
     )
+    sums = folded_points(conn, query, start, width)
+    for p in found:
+        bucket = max(0, int(p.bucket))
+        calls, tin, tout, cost = sums.get(bucket, (0, 0, 0, 0.0))
+        sums[bucket] = (
+            calls + int(p.calls),
+            tin + int(p.input_tokens),
+            tout + int(p.output_tokens),
+            cost + float(p.cost),
+        )
     return [
         UsagePoint(
-            at=(start + max(0, int(p.bucket)) * width) / 1000,
-            calls=int(p.calls),
-            input_tokens=int(p.input_tokens),
-            output_tokens=int(p.output_tokens),
-            cost=float(p.cost),
+            at=(start + bucket * width) / 1000,
+            calls=calls,
+            input_tokens=tin,
+            output_tokens=tout,
+            cost=cost,
         )
-        for p in found
+        for bucket, (calls, tin, tout, cost) in sorted(sums.items())
     ]
 
 

@@ -16,7 +16,7 @@ prune`` and the services' sweep cannot disagree. A run may go when:
 The deletion removes every row that hangs off the run: its history (events,
 attempts, messages), tasks (operation rows), timers, event waits and the
 events they consumed (when no kept run consumed them too), reviews, patch
-marks, attempt logs and gateway calls. The gateway calls are first folded
+marks, attempt logs, gateway calls and volume read pins. The gateway calls are first folded
 into per-day aggregates (``gateway_usage_days``, :mod:`.gateway_days`), and the
 gateway's per-day spend (``gateway_spend``) and the audit log stay. Deletes
 go by primary key or by an index that leads with ``run_id``, so they are index
@@ -38,13 +38,14 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from keepgoing._payload import dumps, loads
 from keepgoing._store import records as rec
 from keepgoing._store.refused import name_refused
 from keepgoing._store.retention_protocol import RetentionStore, RetentionWindow, SweptRows
 from keepgoing._store.sql import messaging
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.gateway_days import fold_calls
-from keepgoing._store.sql.rows import columns, every, value
+from keepgoing._store.sql.rows import columns, every, one, value
 
 __all__ = ["KEPT_ACTIONS", "SqlRetentionMixin", "deletable"]
 
@@ -60,6 +61,7 @@ _RUN_TABLES = (
     "run_patches",
     "attempt_logs",
     "gateway_calls",
+    "volume_reads",
 )
 #: Each schedule's newest actions, always kept (``get_schedule`` shows them).
 KEPT_ACTIONS = 10
@@ -75,6 +77,10 @@ class _Policy(NamedTuple):
 
 class _Id(NamedTuple):
     run_id: str
+
+
+class _Detail(NamedTuple):
+    detail: str
 
 
 class _ActionKey(NamedTuple):
@@ -145,7 +151,11 @@ def expired_runs(conn: Any, window: RetentionWindow, limit: int) -> list[rec.Run
 
 
 def delete_runs(
-    conn: Any, run_ids: Sequence[str], window: RetentionWindow, actor: str
+    conn: Any,
+    run_ids: Sequence[str],
+    window: RetentionWindow,
+    actor: str,
+    audit_id: int | None = None,
 ) -> SweptRows:
     floor = _floor(conn, window)
     if floor is None or not run_ids:
@@ -163,17 +173,40 @@ def delete_runs(
     if not ids:
         return SweptRows()
     swept = SweptRows(runs=len(ids), rows=_delete_rows(conn, ids))
-    messaging.append_audit(
-        conn,
-        rec.AuditEntry(
-            at=window.now,
-            actor_kind="system",
-            actor_id=actor,
-            action="retention.sweep",
-            detail={"runs": swept.runs, "rows": dict(swept.rows)},
-        ),
-    )
+    swept.audit_id = _audit_sweep(conn, swept, window.now, actor, audit_id)
     return swept
+
+
+def _audit_sweep(conn: Any, swept: SweptRows, now: float, actor: str, audit_id: int | None) -> int:
+    """Write the pass's ``retention.sweep`` entry, or add ``swept`` to the one an
+    earlier batch of the pass wrote (``audit_id``): one entry per pass."""
+    earlier = None
+    if audit_id is not None:
+        earlier = one(
+            conn,
+            _Detail,
+            "SELECT detail FROM audit_log WHERE id = ? AND action = 'retention.sweep'",
+            (audit_id,),
+        )
+    if audit_id is None or earlier is None:
+        return messaging.append_audit(
+            conn,
+            rec.AuditEntry(
+                at=now,
+                actor_kind="system",
+                actor_id=actor,
+                action="retention.sweep",
+                detail={"runs": swept.runs, "rows": dict(swept.rows)},
+            ),
+        )
+    detail = loads(earlier.detail)
+    total = SweptRows(runs=int(detail.get("runs", 0)), rows=dict(detail.get("rows", {})))
+    total.add(swept)
+    conn.execute(
+        "UPDATE audit_log SET detail = ? WHERE id = ?",
+        (dumps({"runs": total.runs, "rows": total.rows}), audit_id),
+    )
+    return audit_id
 
 
 def _delete_rows(conn: Any, ids: list[str]) -> dict[str, int]:
@@ -195,7 +228,9 @@ def _delete_rows(conn: Any, ids: list[str]) -> dict[str, int]:
     return {table: n for table, n in counts.items() if n > 0}
 
 
-def prune_schedule_actions(conn: Any, window: RetentionWindow, limit: int, actor: str) -> int:
+def prune_schedule_actions(
+    conn: Any, window: RetentionWindow, limit: int, actor: str, audit_id: int | None = None
+) -> int:
     """Delete up to ``limit`` schedule actions older than the store's default
     policy (none without one), and write the audit entry; how many went."""
     if window.default is None or window.older_than is not None:
@@ -220,16 +255,8 @@ def prune_schedule_actions(conn: Any, window: RetentionWindow, limit: int, actor
             (key.schedule_id, key.slot_at),
         )
     if keys:
-        messaging.append_audit(
-            conn,
-            rec.AuditEntry(
-                at=window.now,
-                actor_kind="system",
-                actor_id=actor,
-                action="retention.sweep",
-                detail={"runs": 0, "rows": {"schedule_actions": len(keys)}},
-            ),
-        )
+        swept = SweptRows(rows={"schedule_actions": len(keys)})
+        _audit_sweep(conn, swept, window.now, actor, audit_id)
     return len(keys)
 
 
@@ -288,18 +315,25 @@ class SqlRetentionMixin(RetentionStore):
         return runs
 
     async def delete_runs(
-        self, run_ids: Sequence[str], window: RetentionWindow, *, actor: str
+        self,
+        run_ids: Sequence[str],
+        window: RetentionWindow,
+        *,
+        actor: str,
+        audit_id: int | None = None,
     ) -> SweptRows:
         ids = list(run_ids)
-        swept: SweptRows = await self._write(lambda c: delete_runs(c, ids, window, actor))
+        swept: SweptRows = await self._write(lambda c: delete_runs(c, ids, window, actor, audit_id))
         if swept.runs:
             await self._write(reclaim_space)
         return swept
 
     async def prune_schedule_actions(
-        self, window: RetentionWindow, limit: int, *, actor: str
+        self, window: RetentionWindow, limit: int, *, actor: str, audit_id: int | None = None
     ) -> int:
-        count: int = await self._write(lambda c: prune_schedule_actions(c, window, limit, actor))
+        count: int = await self._write(
+            lambda c: prune_schedule_actions(c, window, limit, actor, audit_id)
+        )
         return count
 
     async def trim_audit(self, before: float, limit: int) -> int:

@@ -54,6 +54,7 @@ from keepgoing._store.sql.recovery import SqlRecoveryMixin
 from keepgoing._store.sql.retention import SqlRetentionMixin
 from keepgoing._store.sql.revisions import SqlRevisionsMixin
 from keepgoing._store.sql.schedules import SqlSchedulesMixin
+from keepgoing._store.sql.volume_pins import SqlVolumePinsMixin
 from keepgoing._store.sql.volume_retention import SqlVolumeRetentionMixin
 from keepgoing._store.sql.volumes import SqlVolumesMixin
 
@@ -67,6 +68,7 @@ class SqlStore(
     SqlInspectMixin,
     SqlVolumesMixin,
     SqlVolumeRetentionMixin,
+    SqlVolumePinsMixin,
     SqlGatewayMixin,
     SqlGroupsMixin,
     SqlRevisionsMixin,

@@ -9,7 +9,10 @@ never dropped when something still reads it:
 
 * it is the head of a ref;
 * it is the version a ref was forked at (the fork reads it as its base);
-* it was written by a run that is still open (the run may read it back by id).
+* it was written by a run that is still open (the run may read it back by id);
+* a run that is still open read it (a read pin, ``volume_reads``), whoever
+  wrote it;
+* a tag names it (``Volume.tag``).
 
 Then every object (chunk, manifest, chunk list) that no remaining version of
 any volume reads is deleted, so shared chunks stay while one version still
@@ -31,6 +34,7 @@ from keepgoing._store.refused import name_refused
 from keepgoing._store.sql import messaging
 from keepgoing._store.sql import volumes_core as core
 from keepgoing._store.sql.rows import every, one
+from keepgoing._store.sql.volume_pins import kept_by_pins_or_tags
 from keepgoing._store.sql.volumes import _Txn
 from keepgoing._store.volume_records import VolumeGc
 from keepgoing.errors import VolumeNotFoundError
@@ -87,7 +91,7 @@ def droppable(conn: Any, policy: _Policy, now: float) -> list[int]:
         "AND NOT EXISTS (SELECT 1 FROM volume_refs h WHERE h.volume = v.volume "
         "AND (h.head = v.id OR h.base_version = v.id)) "
         "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.run_id = v.run_id "
-        f"AND r.status IN {_OPEN}) ORDER BY v.id",
+        f"AND r.status IN {_OPEN}) AND NOT {kept_by_pins_or_tags('v')} ORDER BY v.id",
         (policy.volume,),
     )
     newest: dict[str, set[int]] = {}
@@ -167,6 +171,11 @@ def collect(conn: Any, volume: str | None, now: float, dry_run: bool) -> VolumeG
     if not dry_run and not isinstance(conn, sqlite3.Connection):
         # Wait for every transaction that read or wrote an object, then decide again.
         conn.execute("LOCK TABLE volume_objects IN ACCESS EXCLUSIVE MODE")
+        for name, version in dropped:  # and wait for the read pins being written on them
+            conn.execute(
+                "SELECT id FROM volume_versions WHERE volume = ? AND id = ? /*FOR UPDATE*/",
+                (name, version),
+            ).fetchall()
         dropped = _dropped(conn, volume, now)
     gone, rebased = _unreached(conn, set(dropped))
     if not dry_run:
