@@ -11,6 +11,7 @@ from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._durations import Duration, parse_duration
 from keepgoing._groups.image import Image
 from keepgoing._groups.secrets import Secret
+from keepgoing._limits import Concurrency, RateLimit
 from keepgoing._schedules.commands import ScheduleInfo
 from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff, VolumeGc
 from keepgoing._version import __version__ as __version__
@@ -59,6 +60,7 @@ from keepgoing.errors import (
     GroupError,
     GroupNotFoundError,
     InvalidDurationError,
+    InvalidLimitError,
     InvalidRequestError,
     InvalidScheduleError,
     InvalidStoreURLError,
@@ -105,6 +107,7 @@ __all__ = [
     "BudgetExceededError",
     "ChildHandle",
     "Client",
+    "Concurrency",
     "ConfigurationError",
     "DeployRefusedError",
     "DuplicateNameError",
@@ -117,6 +120,7 @@ __all__ = [
     "GroupNotFoundError",
     "Image",
     "InvalidDurationError",
+    "InvalidLimitError",
     "InvalidRequestError",
     "InvalidScheduleError",
     "InvalidStoreURLError",
@@ -130,6 +134,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "QueueNotFoundError",
+    "RateLimit",
     "RunNotFoundError",
     "Schedule",
     "ScheduleExistsError",
