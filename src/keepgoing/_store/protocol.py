@@ -32,6 +32,7 @@ import abc
 from collections.abc import Collection, Mapping, Sequence
 
 from keepgoing._history.events import Event
+from keepgoing._run_flow import RunFlow
 from keepgoing._store.auth_protocol import AuthStore
 from keepgoing._store.gateway_protocol import GatewayStore
 from keepgoing._store.groups_protocol import GroupStore, RevisionStore
@@ -495,6 +496,15 @@ class Store(
         self, names: Sequence[str], queues: Sequence[str], now: float
     ) -> None:
         """Remember that ``names`` are served on ``queues`` (kept after workers stop)."""
+
+    @abc.abstractmethod
+    async def record_flows(self, flows: Mapping[str, RunFlow | None], now: float) -> None:
+        """Remember each workflow's run-flow spec (its concurrency limit or singleton
+        key; None: none), which every later start of it obeys, by code or by name."""
+
+    @abc.abstractmethod
+    async def run_flows(self) -> dict[str, RunFlow]:
+        """The specs :meth:`record_flows` recorded, by workflow name."""
 
     @abc.abstractmethod
     async def known_workflows(self) -> dict[str, list[str]]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from keepgoing._store.records import RunRecord, WorkerRecord
 
-__all__ = ["LIVE_WORKER_SECONDS", "Served", "served_workflows", "waiting_for"]
+__all__ = ["LIVE_WORKER_SECONDS", "Served", "queued_for", "served_workflows", "waiting_for"]
 
 #: A registered worker whose heartbeat is older than this is not counted as serving.
 LIVE_WORKER_SECONDS = 60.0
@@ -37,11 +37,21 @@ def served_workflows(
     return Served(frozenset(pairs), queues)
 
 
-def waiting_for(run: RunRecord, served: Served) -> str | None:
-    """ "waiting on queue Q, which nothing serves" for a run on a queue that nothing has
+def queued_for(run: RunRecord) -> str | None:
+    """ "queued: waiting for a concurrency slot of NAME (2/2 held)" for a queued run."""
+    if run.status != "queued":
+        return None
+    return f"queued: {run.queued_for or 'waiting for a concurrency slot of ' + run.workflow_name}"
+
+
+def waiting_for(run: RunRecord, served: Served | None) -> str | None:
+    """ "queued: waiting for a concurrency slot of NAME (2/2 held)" for a queued run;
+    "waiting on queue Q, which nothing serves" for a run on a queue that nothing has
     ever served; "waiting for a worker that serves NAME" for one that no live worker
-    can run."""
-    if run.status != "running" or not run.runnable:
+    can run (``served``: what live workers serve; None, not read)."""
+    if run.status == "queued":
+        return queued_for(run)
+    if served is None or run.status != "running" or not run.runnable:
         return None
     if served.queues is not None and run.task_queue not in served.queues:
         return f"waiting on queue {run.task_queue}, which nothing serves"

@@ -3,7 +3,9 @@
 The workflows it serves on its queues (``record_workflows``), the schedules
 those workflows declare (kept in step by ``_schedules/declared.py``), and each
 workflow's retention policy (``record_retention``, which the retention sweep
-reads). :func:`record_startup` is called once by
+reads), and each workflow's run-flow spec (``record_flows``: its concurrency
+limit or singleton key by argument name, which the store applies to every
+start, even one by a process without the code). :func:`record_startup` is called once by
 :meth:`keepgoing._worker.worker.Worker.run`.
 """
 
@@ -26,12 +28,14 @@ log = logging.getLogger("keepgoing.worker")
 async def record_startup(
     store: Store, registry: Registry, settings: WorkerSettings, worker_id: str, clock: Clock
 ) -> None:
-    """Record the worker's workflows, their declared schedules and retention policies."""
+    """Record the worker's workflows, their declared schedules, retention policies and
+    run-flow specs."""
     await store.record_workflows(list(registry.workflows), settings.queues, clock.now())
     await _register_schedules(store, registry, settings, worker_id, clock)
     await store.record_retention(
         {name: d.retention for name, d in registry.workflows.items()}, clock.now()
     )
+    await store.record_flows({name: d.flow for name, d in registry.workflows.items()}, clock.now())
 
 
 async def _register_schedules(

@@ -41,7 +41,7 @@ from keepgoing._views.catalog import check_start
 from keepgoing._views.queues import serving
 from keepgoing._views.recovery import origins_view
 from keepgoing._views.waiting import Served
-from keepgoing._workflow.inputs import start_input
+from keepgoing._workflow.inputs import start_flow, start_input
 from keepgoing.errors import WorkflowAlreadyRunningError
 
 __all__ = ["router"]
@@ -93,7 +93,19 @@ async def start_run(
         if earlier is not None:
             return _again(earlier, body, name, response)
     workflow_id = body.workflow_id or f"{name}-{run_id}"
-    start = StartRequest(run_id, workflow_id, name, inputs, queue, version, ctx.clock.now())
+    flow, flow_key = start_flow(name, inputs)
+    start = StartRequest(
+        run_id,
+        workflow_id,
+        name,
+        inputs,
+        queue,
+        version,
+        ctx.clock.now(),
+        priority=body.priority,
+        flow=flow,
+        flow_key=body.flow_key if body.flow_key is not None else flow_key,
+    )
     try:
         run = await ctx.store.start_run(start)
     except WorkflowAlreadyRunningError as exc:
@@ -107,6 +119,15 @@ async def start_run(
         response.status_code = 200
         return StartResult(
             workflow_name=name, workflow_id=workflow_id, run_id=running.run_id, created=False
+        )
+    if run.run_id != run_id:  # a singleton's skip: its key's open run
+        response.status_code = 200
+        return StartResult(
+            workflow_name=run.workflow_name,
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+            created=False,
+            existing=True,
         )
     await _audit(ctx, principal, run, queue)
     return StartResult(

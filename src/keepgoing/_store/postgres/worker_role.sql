@@ -26,6 +26,7 @@ TO {role};
 -- A worker records its workflows' own retention policies (it could delete runs
 -- outright with the grants above, so the policy rows give it nothing more).
 GRANT SELECT, INSERT, UPDATE ON workflow_retention TO {role};
+GRANT SELECT, INSERT, UPDATE ON workflow_flow TO {role};
 GRANT SELECT ON worker_groups, gateway_keys TO {role};
 GRANT SELECT ON keepgoing_queue_work, keepgoing_revision_work, metric_step_buckets, metric_totals
 TO {role};

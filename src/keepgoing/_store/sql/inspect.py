@@ -62,6 +62,10 @@ class _PageRow(NamedTuple):
     retries: int
     rate_limited: int
     reviews_waiting: int
+    priority: int
+    admitted: int
+    flow_key: str | None
+    flow_limit: int | None
     row_order: int
 
 

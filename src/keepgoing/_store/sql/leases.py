@@ -30,6 +30,13 @@ from typing import Any, NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
+from keepgoing._store.sql.admission import (
+    RUN_ORDER,
+    SLOT_FREE,
+    TASK_ORDER,
+    Candidate,
+    admit_claimed,
+)
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.failures import fail_attempt
 from keepgoing._store.sql.history import append
@@ -70,10 +77,6 @@ class TaskKey(NamedTuple):
     cmd: int
 
 
-class _RunId(NamedTuple):
-    run_id: str
-
-
 class _Lease(NamedTuple):
     lease_expires_at: float
 
@@ -101,18 +104,18 @@ def claim_activations(
     if not queues or not names or limit <= 0:
         return []
     pinned, pin = revision_rule(revision)
-    ids = [
-        r.run_id
-        for r in every(
-            conn,
-            _RunId,
-            "SELECT run_id FROM runs WHERE runnable = 1 AND status = 'running' "
-            f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
-            f"AND (lease_owner IS NULL OR lease_expires_at < ?){pinned} "
-            "ORDER BY runnable_since LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
-            (*queues, *names, now, *pin, limit),
-        )
-    ]
+    # A queued run is selected only with a free slot of its key; admit_claimed
+    # admits it (or leaves it queued when an earlier run here took the slot).
+    candidates = every(
+        conn,
+        Candidate,
+        f"SELECT {columns(Candidate)} FROM runs WHERE runnable = 1 AND status = 'running' "
+        f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
+        f"AND (lease_owner IS NULL OR lease_expires_at < ?){pinned} AND {SLOT_FREE} "
+        f"ORDER BY {RUN_ORDER} LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
+        (*queues, *names, now, *pin, limit),
+    )
+    ids = admit_claimed(conn, candidates)
     if not ids:
         return []
     expires = now + lease_ttl
@@ -122,7 +125,7 @@ def claim_activations(
         f"WHERE run_id IN ({marks(ids)}) RETURNING {RUN_COLUMNS}",
         (worker_id, expires, *ids),
     )
-    order = {run_id: i for i, run_id in enumerate(ids)}  # oldest runnable first
+    order = {run_id: i for i, run_id in enumerate(ids)}  # in RUN_ORDER
     runs = sorted(claimed, key=lambda run: order[run.run_id])
     return [rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires) for run in runs]
 
@@ -148,8 +151,9 @@ def insert_task(
     cursor = conn.execute(
         "INSERT INTO tasks (run_id, cmd, workflow_id, name, queue, status, args, kwargs, image, "
         "retries, retry_delay, timeout, max_worker_losses, attempt, fence, available_at, "
-        "started_at, deadline, lease_owner, lease_expires_at, operation_id) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease}, ?)"
+        "started_at, deadline, lease_owner, lease_expires_at, operation_id, priority) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease}, ?, "
+        "(SELECT priority FROM runs WHERE run_id = ?))"
         f"{'' if owner is None else ' RETURNING lease_expires_at'}",
         (
             run_id,
@@ -173,6 +177,7 @@ def insert_task(
             owner,
             *lease_params,
             t.operation_id,
+            run_id,
         ),
     )
     if owner is None:
@@ -230,7 +235,7 @@ def claim_tasks(
         TaskKey,
         f"SELECT {columns(TaskKey)} FROM tasks WHERE status = 'pending' AND available_at <= ? "
         f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}){pinned} "
-        "ORDER BY available_at LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
+        f"ORDER BY {TASK_ORDER} LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
         (now, *queues, *names, *params, limit),
     )
     claims = []

@@ -12,13 +12,14 @@ a run's ending settles are in ``commands``, above this module and ``messaging``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from keepgoing._history import events as ev
 from keepgoing._history.codec import encode_at
 from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
+from keepgoing._store.sql import admission
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, one
 from keepgoing._store.trouble import Trouble
@@ -56,6 +57,10 @@ class RunRow(NamedTuple):
     retries: int
     rate_limited: int
     reviews_waiting: int
+    priority: int
+    admitted: int
+    flow_key: str | None
+    flow_limit: int | None
 
 
 class ClaimRow(NamedTuple):
@@ -100,13 +105,14 @@ def marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
-def run_record(r: RunRow) -> rec.RunRecord:
+def run_record(r: RunRow, queued_for: str | None = None) -> rec.RunRecord:
     error = loads(r.error) if r.error else None
+    queued = r.status == "running" and not r.admitted
     return rec.RunRecord(
         run_id=r.run_id,
         workflow_id=r.workflow_id,
         workflow_name=r.workflow_name,
-        status=r.status,
+        status="queued" if queued else r.status,
         input=loads(r.input),
         task_queue=r.task_queue,
         code_version=r.code_version,
@@ -128,6 +134,8 @@ def run_record(r: RunRow) -> rec.RunRecord:
         retry_blocked_at=r.retry_blocked_at,
         group_revision=r.group_revision,
         trouble=Trouble(r.worker_losses, r.retries, r.rate_limited, r.reviews_waiting),
+        priority=r.priority,
+        queued_for=queued_for if queued else None,
     )
 
 
@@ -174,6 +182,8 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
     )
     if open_run is not None:
         raise WorkflowAlreadyRunningError(req.workflow_id, open_run.run_id)
+    flow, key = admission.start_flow(conn, req)
+    admitted = flow is None or key is None or admission.admit(conn, req.workflow_name, flow, key)
     # A child or a successor keeps its parent's revision (where the parent is now,
     # after a move too), so a run and the runs it starts finish on one code.
     if req.revision_of is not None:
@@ -188,8 +198,9 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
         "INSERT INTO runs (run_id, workflow_id, workflow_name, status, input, task_queue, "
         "code_version, created_at, updated_at, next_seq, last_input_seq, runnable, "
         "runnable_since, parent_workflow_id, parent_run_id, parent_cmd, continued_from, "
-        "group_revision) "
-        f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?, {revision}) "
+        "group_revision, priority, flow_key, flow_limit, admitted) "
+        f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?, {revision}, "
+        "?, ?, ?, ?) "
         f"RETURNING {RUN_COLUMNS}",
         (
             req.run_id,
@@ -206,6 +217,10 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
             req.parent_cmd,
             req.continued_from,
             of,
+            req.priority,
+            key,
+            None if flow is None else flow.limit,
+            1 if admitted else 0,
         ),
     )
     assert row is not None
@@ -224,16 +239,27 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
         "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, 1, ?, ?, ?)",
         (req.run_id, "WorkflowStarted", req.now, encode_at(started, 1, req.now)),
     )
-    return run_record(row)
+    return _with_reason(conn, row)
+
+
+def _with_reason(conn: Connection, row: RunRow) -> rec.RunRecord:
+    """The run, saying what it waits for when it is queued."""
+    if row.status != "running" or row.admitted:
+        return run_record(row)
+    reason = admission.queue_reason(conn, row.workflow_name, row.flow_key, row.flow_limit)
+    return run_record(row, reason)
 
 
 def start_runs(
-    conn: Connection, requests: Sequence[rec.StartRequest]
+    conn: Connection,
+    requests: Sequence[rec.StartRequest],
+    start: Callable[[Connection, rec.StartRequest], rec.RunRecord] = start_run,
 ) -> list[tuple[rec.RunRecord, bool]]:
     """Every run started in the caller's one transaction, or an error that undoes them all.
 
     A request whose ``run_id`` already names a run of the same workflow name and
-    id is a repeat: that run, with False. Errors name the request (``start #i``).
+    id is a repeat: that run, with False; so is a start ``start`` answers with
+    another run (a singleton's ``skip``). Errors name the request (``start #i``).
     """
     started: list[tuple[rec.RunRecord, bool]] = []
     for i, req in enumerate(requests):
@@ -248,7 +274,8 @@ def start_runs(
             started.append((earlier, False))
             continue
         try:
-            started.append((start_run(conn, req), True))
+            run = start(conn, req)
+            started.append((run, run.run_id == req.run_id))
         except WorkflowAlreadyRunningError as exc:
             exc.add_note(f"start #{i} of the batch; none of the batch was started")
             raise
@@ -256,7 +283,8 @@ def start_runs(
 
 
 def get_run(conn: Connection, run_id: str) -> rec.RunRecord | None:
-    return one_run(conn, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+    row = one(conn, RunRow, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
+    return _with_reason(conn, row) if row is not None else None
 
 
 def find_run(conn: Connection, workflow_id: str) -> rec.RunRecord | None:
@@ -279,7 +307,9 @@ def list_runs(
     if workflow_name is not None:
         where.append("workflow_name = ?")
         params.append(workflow_name)
-    if status is not None:
+    if status == "queued":
+        where.append("status = 'running' AND admitted = 0")
+    elif status is not None:
         where.append("status = ?")
         params.append(status)
     clause = f"WHERE {' AND '.join(where)}" if where else ""

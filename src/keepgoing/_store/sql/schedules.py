@@ -37,8 +37,7 @@ from keepgoing._store.schedules_protocol import (
     ScheduleRecord,
     ScheduleStore,
 )
-from keepgoing._store.sql import commands
-from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql import commands, singletons
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import every, one, value
 from keepgoing.errors import (
@@ -301,9 +300,11 @@ def _start(
         now=now,
     )
     try:
-        ops.start_run(conn, request)
+        run = singletons.start_run(conn, request)
     except WorkflowAlreadyRunningError:
         return _record(conn, replace(action, reason=f"{action.workflow_id} has an open run"))
+    if run.run_id != run_id:  # a singleton's skip: its key's run is open
+        return _record(conn, replace(action, reason=f"singleton: run {run.run_id} is open"))
     started = ScheduleAction(
         action.schedule_id,
         action.slot_at,
