@@ -147,7 +147,7 @@ def run_records(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[
 def one_run(conn: Connection, sql: str, params: Sequence[Any] = ()) -> rec.RunRecord | None:
     """The first run a statement returns, or None; it selects :data:`RUN_COLUMNS`."""
     row = one(conn, RunRow, sql, params)
-    return run_record(row) if row is not None else None
+    return _with_reason(conn, row) if row is not None else None
 
 
 def task_claim(t: ClaimRow) -> rec.TaskClaim:
@@ -283,8 +283,7 @@ def start_runs(
 
 
 def get_run(conn: Connection, run_id: str) -> rec.RunRecord | None:
-    row = one(conn, RunRow, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
-    return _with_reason(conn, row) if row is not None else None
+    return one_run(conn, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
 
 
 def find_run(conn: Connection, workflow_id: str) -> rec.RunRecord | None:
