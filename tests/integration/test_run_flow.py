@@ -87,9 +87,7 @@ def test_queued_runs_start_in_priority_order(
     client.trigger_workflow("one_at_a_time", {"key": "blocker", "gate": "g"}, workflow_id="b")
     wait_until(lambda: kg.effects("start", "step", "blocker"), 30, "the blocker to start")
     for key, priority in (("low", 0), ("mid", 1), ("high", 5)):
-        client.trigger_workflow(
-            "one_at_a_time", {"key": key}, workflow_id=key, priority=priority
-        )
+        client.trigger_workflow("one_at_a_time", {"key": key}, workflow_id=key, priority=priority)
     assert [status(client, k) for k in ("low", "mid", "high")] == ["queued"] * 3
     assert client.get_run("high").priority == 5
 
