@@ -18,9 +18,11 @@ CREATE TABLE workflow_flow (
     spec        TEXT NOT NULL,
     updated_at  DOUBLE PRECISION NOT NULL
 );
--- The claims' order, exactly as RUN_ORDER and TASK_ORDER spell it.
+-- The claims' order, exactly as RUN_ORDER and TASK_ORDER spell it (the run
+-- claim's equalities lead, so SQLite's planner reads the claimable runs in order
+-- instead of sorting the open ones: tests/unit/_store/test_claim_plans.py).
 DROP INDEX runs_runnable;
-CREATE INDEX runs_runnable ON runs ((runnable_since - priority * 60))
+CREATE INDEX runs_runnable ON runs (runnable, status, (runnable_since - priority * 60))
     WHERE runnable = 1 AND status = 'running';
 DROP INDEX tasks_pending;
 CREATE INDEX tasks_pending ON tasks ((available_at - priority * 60)) WHERE status = 'pending';
