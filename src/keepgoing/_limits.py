@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +34,12 @@ __all__ = [
     "check_concurrency",
     "check_rate_limit",
     "define",
+    "declared_limits",
     "defined",
     "key_value",
     "named",
     "parse_rate",
+    "resolve",
 ]
 
 Key = str | Callable[..., object] | None
@@ -272,6 +274,75 @@ def key_value(
             f"the limit key {_key_name(key)} of {getattr(fn, '__name__', fn)!r} gave "
             f"{type(value).__name__} {value!r}, which is not JSON"
         ) from None
+
+
+def resolve(
+    name: str,
+    concurrency: Concurrency | str | None,
+    rate_limit: RateLimit | str | None,
+    fn: Callable[..., object],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> dict[str, Any] | None:
+    """What one call of ``name`` carries of its limits, named limits resolved now.
+
+    The keys are the task row's limit columns (``limit_name``, ``limit_key``,
+    ``concurrency_cap``; ``rate_name``, ``rate_key``, ``rate_tokens``,
+    ``rate_period``, ``rate_burst``); a limit without a key has the key ``""``.
+    None when the call has no limit.
+    """
+    if concurrency is None and rate_limit is None:
+        return None
+    row: dict[str, Any] = {}
+    if concurrency is not None:
+        cap, key, limit_name = _concurrency_of(name, concurrency)
+        row["limit_name"], row["concurrency_cap"] = limit_name, cap
+        row["limit_key"] = key_value(key, fn, args, kwargs) or ""
+    if rate_limit is not None:
+        rate, limit_name = _rate_of(name, rate_limit)
+        row["rate_name"], row["rate_key"] = limit_name, key_value(rate.key, fn, args, kwargs) or ""
+        row["rate_tokens"], row["rate_period"] = rate.tokens, rate.period
+        row["rate_burst"] = rate.capacity
+    return row
+
+
+def declared_limits(
+    tasks: Iterable[tuple[str, Concurrency | str | None, RateLimit | str | None]],
+) -> list[dict[str, Any]]:
+    """The limits ``(task name, concurrency, rate_limit)`` triples use, one per name:
+    a named limit once however many tasks share it, a task's own under its name."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, concurrency, rate_limit in tasks:
+        if concurrency is not None:
+            cap, key, limit_name = _concurrency_of(name, concurrency)
+            entry = found.setdefault(limit_name, {"name": limit_name})
+            entry["concurrency_cap"] = cap
+            entry["keyed"] = entry.get("keyed", False) or key is not None
+        if rate_limit is not None:
+            rate, limit_name = _rate_of(name, rate_limit)
+            entry = found.setdefault(limit_name, {"name": limit_name})
+            entry.update(rate_tokens=rate.tokens, rate_period=rate.period)
+            entry["rate_burst"] = rate.capacity
+            entry["keyed"] = entry.get("keyed", False) or rate.key is not None
+    return [found[name] for name in sorted(found)]
+
+
+def _concurrency_of(name: str, value: Concurrency | str) -> tuple[int, Key, str]:
+    if isinstance(value, str):
+        cap = named(value).concurrency
+        if cap is None:
+            raise InvalidLimitError(f"limit {value!r} has no concurrency= cap")
+        return cap, None, value
+    return value.limit, value.key, name
+
+
+def _rate_of(name: str, value: RateLimit | str) -> tuple[RateLimit, str]:
+    if isinstance(value, str):
+        rate = named(value).rate
+        if rate is None:
+            raise InvalidLimitError(f"limit {value!r} has no rate=")
+        return rate, value
+    return value, name
 
 
 def _argument(

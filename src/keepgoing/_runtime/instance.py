@@ -55,6 +55,7 @@ class TaskSpec:
     image: str | None = None
     queue: str | None = None
     operation_id: str | None = None
+    limits: dict[str, Any] | None = None
 
 
 @dataclass
@@ -189,6 +190,7 @@ class WorkflowInstance:
                 image=spec.image,
                 task_queue=spec.queue,
                 operation_id=spec.operation_id,
+                limits=spec.limits,
             )
         )
         future: asyncio.Future[Any] = self.loop.create_future()

@@ -37,6 +37,7 @@ from keepgoing._store.auth_protocol import AuthStore
 from keepgoing._store.gateway_protocol import GatewayStore
 from keepgoing._store.groups_protocol import GroupStore, RevisionStore
 from keepgoing._store.inspect_protocol import InspectStore
+from keepgoing._store.limits_protocol import LimitStore
 from keepgoing._store.observe_protocol import ObserveStore
 from keepgoing._store.records import (
     ActivationClaim,
@@ -77,6 +78,7 @@ class Store(
     ScheduleStore,
     RecoveryStore,
     RetentionStore,
+    LimitStore,
     abc.ABC,
 ):
     """Durable state of every run. One instance per process is enough; it is task-safe."""

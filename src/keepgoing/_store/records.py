@@ -351,6 +351,8 @@ class TaskOutcomeResult:
     final: bool = False
     retry_at: float | None = None
     activation: CommitResult | None = None
+    #: The attempt held a concurrency slot, which its end gave back (wake the claims).
+    freed_slot: bool = False
 
 
 @dataclass(frozen=True)

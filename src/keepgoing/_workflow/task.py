@@ -9,7 +9,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from keepgoing._durations import Duration, parse_duration
-from keepgoing._limits import Concurrency, RateLimit, check_concurrency, check_rate_limit
+from keepgoing._limits import (
+    Concurrency,
+    RateLimit,
+    check_concurrency,
+    check_rate_limit,
+    resolve,
+)
 from keepgoing._runtime.context import current_instance
 from keepgoing._runtime.instance import TaskSpec
 from keepgoing._workflow._callables import bind_arguments, check_call, origin_of
@@ -169,6 +175,14 @@ class TaskDefinition(Generic[P, R]):
             max_worker_losses=self.max_worker_losses,
             image=self.image_ref,
             queue=registry.task_queues.get(self.name),
+            limits=resolve(
+                self.name,
+                self.concurrency,
+                self.rate_limit,
+                self.fn,
+                tuple(plain_args),
+                plain_kwargs,
+            ),
         )
         cmd, future = instance.schedule_task(spec)
         review = functools.partial(settle_uncertain, instance, spec, cmd)

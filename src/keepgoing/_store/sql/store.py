@@ -52,6 +52,7 @@ from keepgoing._store.sql.auth import SqlAuthMixin
 from keepgoing._store.sql.gateway import SqlGatewayMixin
 from keepgoing._store.sql.groups import SqlGroupsMixin
 from keepgoing._store.sql.inspect import SqlInspectMixin, save_attempt_log
+from keepgoing._store.sql.limits import SqlLimitsMixin
 from keepgoing._store.sql.observe import SqlObserveMixin
 from keepgoing._store.sql.recovery import SqlRecoveryMixin
 from keepgoing._store.sql.retention import SqlRetentionMixin
@@ -76,6 +77,7 @@ class SqlStore(
     SqlSchedulesMixin,
     SqlRecoveryMixin,
     SqlRetentionMixin,
+    SqlLimitsMixin,
     Store,
 ):
     """A :class:`Store` over SQL; a dialect supplies the transport and the liveness probe."""
@@ -223,7 +225,12 @@ class SqlStore(
             lambda c: _complete_with_log(c, outcome, fast),
             lambda r: (
                 r.accepted
-                and (r.activation is None or fast is None or _wakes(fast.commands, r.activation))
+                and (
+                    r.freed_slot  # a slot of a concurrency limit frees: wake the claims
+                    or r.activation is None
+                    or fast is None
+                    or _wakes(fast.commands, r.activation)
+                )
             ),
         )
         return result
