@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -209,3 +210,18 @@ async def test_the_list_of_queued_runs(store: Store) -> None:
     page = await store.list_runs(status="queued")
 
     assert [r.workflow_id for r in page] == ["r1"]
+
+
+async def test_concurrent_starts_admit_no_more_than_the_limit(store: Store) -> None:
+    runs = await asyncio.gather(*(begin(store, f"c{i}") for i in range(10)))
+
+    assert sorted(r.status for r in runs) == ["queued"] * 8 + ["running"] * 2
+
+
+async def test_concurrent_skip_starts_of_one_key_start_one_run(store: Store) -> None:
+    a = {"args": ["a"], "kwargs": {}}
+    runs = await asyncio.gather(
+        *(begin(store, f"s{i}", flow=singleton("skip"), input=a) for i in range(10))
+    )
+
+    assert len({r.run_id for r in runs}) == 1

@@ -15,8 +15,11 @@ There is one implementation of the rule, used by the start path
 (:func:`admit`, from ``runs.start_run``) and the run claim
 (:data:`SLOT_FREE` and :func:`admit_claimed`, from ``leases.claim_activations``):
 a run is admitted when the admitted open runs of its key number fewer than
-its limit. On PostgreSQL both take the key's advisory lock (``dialect.lock_key``)
-before counting, so two admissions of one key take turns; SQLite has one writer.
+its limit. On PostgreSQL both take the key's advisory lock before counting, so two
+admissions of one key take turns: a start waits for it (``dialect.lock_key``; it
+holds no other run's row), a claim only tries (``dialect.try_lock_key``) and
+leaves a key being admitted elsewhere to its next claim, so claims holding
+row locks never wait on each other. SQLite has one writer.
 A start is admitted at once only if no run of its key is already queued, so
 queued runs go first.
 
@@ -39,7 +42,7 @@ from typing import NamedTuple
 from keepgoing._run_flow import AGING, RunFlow, UncomputableKeyError
 from keepgoing._store import records as rec
 from keepgoing._store.sql.connection import Connection
-from keepgoing._store.sql.dialect import lock_key
+from keepgoing._store.sql.dialect import lock_key, try_lock_key
 from keepgoing._store.sql.rows import every, one, value
 from keepgoing.errors import InvalidRequestError
 
@@ -171,7 +174,10 @@ def admit_claimed(conn: Connection, runs: Sequence[Candidate]) -> list[str]:
         if run.admitted or run.flow_limit is None or run.flow_key is None:
             taken.append(run.run_id)
             continue
-        lock_key(conn, "admission", run.workflow_name, run.flow_key)
+        # Never waited for: the claim holds row locks, and a key another transaction
+        # is admitting is left to the next claim (no lock cycle between claims).
+        if not try_lock_key(conn, "admission", run.workflow_name, run.flow_key):
+            continue
         if _held(conn, run.workflow_name, run.flow_key) >= run.flow_limit:
             continue  # an earlier run of this claim took the last slot
         conn.execute("UPDATE runs SET admitted = 1 WHERE run_id = ?", (run.run_id,))

@@ -24,6 +24,7 @@ from keepgoing._store import records as rec
 from keepgoing._store.sql import admission, commands
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
+from keepgoing._store.sql.dialect import lock_key
 from keepgoing._store.sql.rows import every
 
 __all__ = ["start_run"]
@@ -43,6 +44,8 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
     flow, key = admission.start_flow(conn, req)
     if flow is None or key is None or not flow.singleton or flow.on_conflict == "queue":
         return ops.start_run(conn, req)
+    # The key's admission lock first: two starts of one key decide in turn.
+    lock_key(conn, "admission", req.workflow_name, key)
     open_runs = _open(conn, req.workflow_name, key)
     if open_runs and flow.on_conflict == "skip":
         found = ops.get_run(conn, open_runs[0].run_id)
