@@ -13,7 +13,7 @@ from keepgoing._store.protocol import Store
 from keepgoing._store.records import ActivationClaim, CancelRequest, RunRecord, StartRequest
 from keepgoing.errors import InvalidRequestError
 
-from ._builders import NOW, QUEUE, TTL, WF, claim_runs, schedule
+from ._builders import NOW, QUEUE, TTL, WF, claim_run, claim_runs, claim_tasks, schedule, task
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -225,3 +225,15 @@ async def test_concurrent_skip_starts_of_one_key_start_one_run(store: Store) -> 
     )
 
     assert len({r.run_id for r in runs}) == 1
+
+
+async def test_tasks_inherit_their_runs_priority(store: Store) -> None:
+    await begin(store, "plain", flow=None, now=NOW)
+    await begin(store, "urgent", flow=None, priority=3, now=NOW)
+    for wid in ("plain", "urgent"):
+        claim = await claim_run(store, f"run-{wid}")
+        await schedule(store, claim, [task(1)], now=NOW + 1)
+
+    (first,) = await claim_tasks(store, limit=1, now=NOW + 2)
+
+    assert first.workflow_id == "urgent"
