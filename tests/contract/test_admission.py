@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from keepgoing._history.events import WorkflowCompleted
+from keepgoing._history.events import ChildStarted, WorkflowCompleted
 from keepgoing._run_flow import RunFlow
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import ActivationClaim, CancelRequest, RunRecord, StartRequest
@@ -237,3 +237,14 @@ async def test_tasks_inherit_their_runs_priority(store: Store) -> None:
     (first,) = await claim_tasks(store, limit=1, now=NOW + 2)
 
     assert first.workflow_id == "urgent"
+
+
+async def test_a_child_keeps_its_parents_priority(store: Store) -> None:
+    await begin(store, "parent", flow=None, priority=7)
+    claim = await claim_run(store, "run-parent")
+    child = ChildStarted(cmd=1, workflow_name=WF, workflow_id="child", input={})
+
+    await schedule(store, claim, [child], now=NOW + 1)
+
+    found = await store.find_run("child")
+    assert found is not None and found.priority == 7

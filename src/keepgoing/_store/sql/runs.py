@@ -184,6 +184,9 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
         raise WorkflowAlreadyRunningError(req.workflow_id, open_run.run_id)
     flow, key = admission.start_flow(conn, req)
     admitted = flow is None or key is None or admission.admit(conn, req.workflow_name, flow, key)
+    # A child or a successor keeps the priority of the run that started it.
+    inherit = req.parent_run_id or req.continued_from
+    priority = req.priority or (_priority_of(conn, inherit) if inherit is not None else 0)
     # A child or a successor keeps its parent's revision (where the parent is now,
     # after a move too), so a run and the runs it starts finish on one code.
     if req.revision_of is not None:
@@ -217,7 +220,7 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
             req.parent_cmd,
             req.continued_from,
             of,
-            req.priority,
+            priority,
             key,
             None if flow is None else flow.limit,
             1 if admitted else 0,
@@ -240,6 +243,11 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
         (req.run_id, "WorkflowStarted", req.now, encode_at(started, 1, req.now)),
     )
     return _with_reason(conn, row)
+
+
+def _priority_of(conn: Connection, run_id: str) -> int:
+    row = conn.execute("SELECT priority FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    return int(row[0]) if row is not None else 0
 
 
 def _with_reason(conn: Connection, row: RunRow) -> rec.RunRecord:
