@@ -9,6 +9,7 @@ import pytest
 
 from keepgoing._history.events import ChildStarted, WorkflowCompleted
 from keepgoing._run_flow import RunFlow
+from keepgoing._store.inspect_protocol import RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import ActivationClaim, CancelRequest, RunRecord, StartRequest
 from keepgoing.errors import InvalidRequestError
@@ -208,8 +209,16 @@ async def test_the_list_of_queued_runs(store: Store) -> None:
     await begin(store, "r1", flow=one)
 
     page = await store.list_runs(status="queued")
+    running = await store.search_runs(status="running")
+    one_status = await store.page_runs(RunFilter(statuses=("queued",)))
+    both = await store.page_runs(RunFilter(statuses=("queued", "running")))
+    counts = await store.count_runs_by_status(RunFilter())
 
     assert [r.workflow_id for r in page] == ["r1"]
+    assert [r.workflow_id for r in running] == ["r0"]
+    assert [r.workflow_id for r in one_status.runs] == ["r1"]
+    assert sorted(r.workflow_id for r in both.runs) == ["r0", "r1"]
+    assert counts == {"queued": 1, "running": 1}
 
 
 async def test_concurrent_starts_admit_no_more_than_the_limit(store: Store) -> None:

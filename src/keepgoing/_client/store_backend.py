@@ -67,7 +67,7 @@ from keepgoing.errors import InvalidRequestError, RunNotFoundError
 
 __all__ = ["StoreBackend", "current_user"]
 
-_STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued")
+_STATUSES = ("queued", "running", "blocked", "completed", "failed", "cancelled", "continued")
 #: How often a waiting client reads the run with no wake-up (one lost between processes).
 SAFETY_POLL = 0.5
 T = TypeVar("T")

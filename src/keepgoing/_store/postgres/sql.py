@@ -274,4 +274,7 @@ class PgConnection:
         row = self.raw.execute(
             "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)
         ).fetchone()
-        return bool(row and row[0])
+        if row is None:
+            return False
+        (locked,) = row
+        return bool(locked)

@@ -49,6 +49,7 @@ from keepgoing.errors import InvalidRequestError
 __all__ = [
     "RUN_ORDER",
     "SLOT_FREE",
+    "STATUS_SHOWN",
     "TASK_ORDER",
     "Candidate",
     "admit",
@@ -57,12 +58,27 @@ __all__ = [
     "record_flows",
     "recorded_flows",
     "start_flow",
+    "status_is",
 ]
 
 #: The order of a run claim (the ``runs_runnable`` index is on this expression).
 RUN_ORDER = f"runnable_since - priority * {AGING}"
 #: The order of a task claim (the ``tasks_pending`` index is on this expression).
 TASK_ORDER = f"available_at - priority * {AGING}"
+
+
+def status_is(status: str) -> tuple[str, list[str]]:
+    """The rows whose record says ``status`` (SQL, parameters): a ``queued`` run is a
+    ``running`` row not admitted, and ``running`` means admitted."""
+    if status == "queued":
+        return "(status = 'running' AND admitted = 0)", []
+    if status == "running":
+        return "(status = 'running' AND admitted = 1)", []
+    return "status = ?", [status]
+
+
+#: The status a run's record says, as SQL (for counts by status).
+STATUS_SHOWN = "CASE WHEN status = 'running' AND admitted = 0 THEN 'queued' ELSE status END"
 
 
 def holds_slot(alias: str = "") -> str:

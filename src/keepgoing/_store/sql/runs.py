@@ -21,7 +21,7 @@ from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
 from keepgoing._store.sql import admission
 from keepgoing._store.sql.connection import Connection
-from keepgoing._store.sql.rows import columns, every, one
+from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.trouble import Trouble
 from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
 
@@ -246,8 +246,8 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
 
 
 def _priority_of(conn: Connection, run_id: str) -> int:
-    row = conn.execute("SELECT priority FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-    return int(row[0]) if row is not None else 0
+    found = value(conn, "SELECT priority FROM runs WHERE run_id = ?", (run_id,))
+    return int(found) if found is not None else 0
 
 
 def _with_reason(conn: Connection, row: RunRow) -> rec.RunRecord:
@@ -314,11 +314,10 @@ def list_runs(
     if workflow_name is not None:
         where.append("workflow_name = ?")
         params.append(workflow_name)
-    if status == "queued":
-        where.append("status = 'running' AND admitted = 0")
-    elif status is not None:
-        where.append("status = ?")
-        params.append(status)
+    if status is not None:
+        clause, values = admission.status_is(status)
+        where.append(clause)
+        params.extend(values)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     return run_records(
         conn,
