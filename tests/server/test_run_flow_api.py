@@ -31,21 +31,21 @@ def _start(client: TestClient, **body: Any) -> dict[str, Any]:
 
 
 def test_a_raw_start_obeys_the_recorded_limit_and_says_what_it_waits_for() -> None:
-    with _client({"digest": RunFlow(limit=1, key="account", params=("account",))}) as client:
-        _start(client, workflow="digest", input={"account": "a"}, workflow_id="d1")
-        _start(client, workflow="digest", input={"account": "a"}, workflow_id="d2", priority=4)
+    with _client({"raw_digest": RunFlow(limit=1, key="account", params=("account",))}) as client:
+        _start(client, workflow="raw_digest", input={"account": "a"}, workflow_id="d1")
+        _start(client, workflow="raw_digest", input={"account": "a"}, workflow_id="d2", priority=4)
         run = client.get("/api/v1/runs/d2").json()
 
     assert run["status"] == "queued" and run["priority"] == 4
     assert run["waiting_for"] == (
-        'queued: waiting for a concurrency slot of digest for "a" (1/1 held)'
+        'queued: waiting for a concurrency slot of raw_digest for "a" (1/1 held)'
     )
 
 
 def test_a_callable_key_needs_the_flow_key_from_the_code() -> None:
-    with _client({"digest": RunFlow(limit=1, callable_key=True)}) as client:
-        refused = client.post("/api/v1/runs", json={"workflow": "digest", "input": {}})
-        given = _start(client, workflow="digest", input={}, flow_key='"k"')
+    with _client({"raw_digest": RunFlow(limit=1, callable_key=True)}) as client:
+        refused = client.post("/api/v1/runs", json={"workflow": "raw_digest", "input": {}})
+        given = _start(client, workflow="raw_digest", input={}, flow_key='"k"')
 
     assert refused.status_code == 400, refused.text
     assert "only a process with the workflow's code" in refused.json()["message"]
@@ -54,9 +54,9 @@ def test_a_callable_key_needs_the_flow_key_from_the_code() -> None:
 
 def test_a_singleton_skip_answers_with_the_open_run() -> None:
     spec = RunFlow(limit=1, key="account", singleton=True, on_conflict="skip", params=("account",))
-    with _client({"sync": spec}) as client:
-        first = _start(client, workflow="sync", input={"account": "a"})
-        again = _start(client, workflow="sync", input={"account": "a"})
+    with _client({"raw_sync": spec}) as client:
+        first = _start(client, workflow="raw_sync", input={"account": "a"})
+        again = _start(client, workflow="raw_sync", input={"account": "a"})
 
     assert again["existing"] is True and again["created"] is False
     assert again["run_id"] == first["run_id"]
