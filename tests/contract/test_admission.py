@@ -257,3 +257,14 @@ async def test_a_child_keeps_its_parents_priority(store: Store) -> None:
 
     found = await store.find_run("child")
     assert found is not None and found.priority == 7
+
+
+async def test_the_use_of_a_workflow_limit_is_listed_with_the_task_limits(store: Store) -> None:
+    await store.record_flows({WF: RunFlow(limit=1, key="account", params=("account",))}, NOW)
+    for wid, account in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        await begin(store, wid, flow=None, input={"args": [account], "kwargs": {}})
+
+    (use,) = [u for u in await store.limit_use(NOW) if u.limit.name == f"workflow:{WF}"]
+
+    assert (use.limit.concurrency_cap, use.limit.keyed) == (1, True)
+    assert (use.held, use.waiting) == (2, 1)

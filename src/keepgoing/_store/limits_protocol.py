@@ -64,7 +64,9 @@ class LimitStore(abc.ABC):
 
     @abc.abstractmethod
     async def limit_use(self, now: float) -> list[LimitUse]:
-        """Every declared limit with its use now, by name."""
+        """Every declared limit with its use now, by name; then each workflow's
+        concurrency limit or singleton as ``workflow:NAME`` (its runs' slots held
+        and the runs queued)."""
 
     @abc.abstractmethod
     async def limit_waits(self, run_ids: Sequence[str], now: float) -> list[LimitWait]:

@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 from keepgoing._run_flow import AGING, RunFlow, UncomputableKeyError
 from keepgoing._store import records as rec
+from keepgoing._store.limits_protocol import DeclaredLimit, LimitUse
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.dialect import lock_key, try_lock_key
 from keepgoing._store.sql.rows import every, one, value
@@ -54,6 +55,7 @@ __all__ = [
     "Candidate",
     "admit",
     "admit_claimed",
+    "flow_use",
     "queue_reason",
     "record_flows",
     "recorded_flows",
@@ -114,6 +116,13 @@ class _Spec(NamedTuple):
     spec: str
 
 
+class _FlowUse(NamedTuple):
+    name: str
+    spec: str
+    held: int
+    waiting: int
+
+
 # -- the spec ----------------------------------------------------------------------
 def record_flows(conn: Connection, flows: Mapping[str, RunFlow | None], now: float) -> None:
     """Record each workflow's spec as its workers say; a workflow now without one
@@ -152,6 +161,27 @@ def start_flow(conn: Connection, req: rec.StartRequest) -> tuple[RunFlow | None,
         raise InvalidRequestError(
             f"workflow {req.workflow_name!r} cannot be started here: {exc}"
         ) from None
+
+
+def flow_use(conn: Connection) -> list[LimitUse]:
+    """Each recorded workflow limit with its use now, named ``workflow:NAME``: the
+    slots held over every key and the runs queued for one."""
+    rows = every(
+        conn,
+        _FlowUse,
+        "SELECT f.name, f.spec, "
+        f"(SELECT COUNT(*) FROM runs h WHERE h.workflow_name = f.name AND {holds_slot('h.')}) "
+        "AS held, (SELECT COUNT(*) FROM runs q WHERE q.workflow_name = f.name AND "
+        "q.flow_limit IS NOT NULL AND q.admitted = 0 AND q.status = 'running') AS waiting "
+        "FROM workflow_flow f ORDER BY f.name",
+    )
+    uses = []
+    for r in rows:
+        flow = RunFlow.from_json(r.spec)
+        keyed = flow.key is not None or flow.callable_key
+        limit = DeclaredLimit(f"workflow:{r.name}", concurrency_cap=flow.limit, keyed=keyed)
+        uses.append(LimitUse(limit, held=int(r.held), waiting=int(r.waiting)))
+    return uses
 
 
 # -- admission ---------------------------------------------------------------------

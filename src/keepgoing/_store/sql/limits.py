@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from keepgoing._store.limits_protocol import DeclaredLimit, LimitStore, LimitUse, LimitWait
+from keepgoing._store.sql.admission import flow_use
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.dialect import try_lock_key
 from keepgoing._store.sql.rows import columns, every, one, value
@@ -289,7 +290,7 @@ class SqlLimitsMixin(LimitStore):
             await self._write(lambda c: record_limits(c, list(limits), now))
 
     async def limit_use(self, now: float) -> list[LimitUse]:
-        use: list[LimitUse] = await self._read(lambda c: limit_use(c, now))
+        use: list[LimitUse] = await self._read(lambda c: limit_use(c, now) + flow_use(c))
         return use
 
     async def limit_waits(self, run_ids: Sequence[str], now: float) -> list[LimitWait]:
