@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._history.codec import encode_at
 from keepgoing._payload import encode, loads
+from keepgoing._run_flow import RunFlow
 from keepgoing._store import records as rec
 from keepgoing._store.sql import admission
 from keepgoing._store.sql.connection import Connection
@@ -173,7 +174,13 @@ def task_claim(t: ClaimRow) -> rec.TaskClaim:
 
 
 # -- runs ----------------------------------------------------------------------
-def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
+def start_run(
+    conn: Connection,
+    req: rec.StartRequest,
+    flow: tuple[RunFlow | None, str | None] | None = None,
+) -> rec.RunRecord:
+    """Start ``req``'s run, admitted or queued by its workflow's limit (``flow``: the
+    spec and key :func:`admission.start_flow` gave, when the caller has read them)."""
     open_run = one(
         conn,
         _RunId,
@@ -182,8 +189,8 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
     )
     if open_run is not None:
         raise WorkflowAlreadyRunningError(req.workflow_id, open_run.run_id)
-    flow, key = admission.start_flow(conn, req)
-    admitted = flow is None or key is None or admission.admit(conn, req.workflow_name, flow, key)
+    spec, key = admission.start_flow(conn, req) if flow is None else flow
+    admitted = spec is None or key is None or admission.admit(conn, req.workflow_name, spec, key)
     # A child or a successor keeps the priority of the run that started it.
     inherit = req.parent_run_id or req.continued_from
     priority = req.priority or (_priority_of(conn, inherit) if inherit is not None else 0)
@@ -222,7 +229,7 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
             of,
             priority,
             key,
-            None if flow is None else flow.limit,
+            None if spec is None else spec.limit,
             1 if admitted else 0,
         ),
     )

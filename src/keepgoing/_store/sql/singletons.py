@@ -43,7 +43,7 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
     started, or under ``skip`` the open run it found (another ``run_id``)."""
     flow, key = admission.start_flow(conn, req)
     if flow is None or key is None or not flow.singleton or flow.on_conflict == "queue":
-        return ops.start_run(conn, req)
+        return ops.start_run(conn, req, (flow, key))
     # The key's admission lock first: two starts of one key decide in turn.
     lock_key(conn, "admission", req.workflow_name, key)
     open_runs = _open(conn, req.workflow_name, key)
@@ -63,7 +63,7 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
                 now=req.now,
             ),
         )
-    return ops.start_run(conn, req)
+    return ops.start_run(conn, req, (flow, key))
 
 
 def _open(conn: Connection, name: str, key: str) -> list[_Open]:
