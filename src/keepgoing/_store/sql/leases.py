@@ -391,7 +391,15 @@ def heartbeat(
             f"UPDATE tasks SET lease_expires_at = {attempt_lease('deadline')} "
             f"WHERE status = 'running' AND lease_owner = ? AND {RENEWABLE}{only} "
             f"RETURNING {columns(TaskKey)}",
-            (now, lease_ttl, lease_ttl, worker_id, now, *(v for key in keys or () for v in key)),
+            (
+                now,
+                lease_ttl,
+                lease_ttl,
+                worker_id,
+                now,
+                now,
+                *(v for key in keys or () for v in key),
+            ),
         )
     unknown = False
     if keys is not None and known_through is not None:

@@ -92,8 +92,15 @@ ADMITTED = (
 )
 
 #: What a heartbeat may renew: a limited attempt whose lease expired gave its slot
-#: back, and keeps it given back. One parameter: now.
-RENEWABLE = "(limit_name IS NULL OR lease_expires_at > ?)"
+#: back, and keeps it given back; nor is one renewed while the other holders of its
+#: key fill it (a heartbeat whose ``now`` went stale while its worker was frozen
+#: must not take back a slot a claim gave away meanwhile). Two parameters: now, now.
+RENEWABLE = (
+    "(tasks.limit_name IS NULL OR (tasks.lease_expires_at > ? AND (SELECT COUNT(*) FROM tasks h "
+    "WHERE h.limit_name = tasks.limit_name AND h.limit_key = tasks.limit_key AND "
+    f"NOT (h.run_id = tasks.run_id AND h.cmd = tasks.cmd) AND {held_rule('h.')}) "
+    "< tasks.concurrency_cap))"
+)
 
 
 class Admission(NamedTuple):
