@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import statistics
 import tempfile
@@ -134,7 +135,7 @@ def _reuse_ms(steps: int = 40) -> list[float]:
     SPANS.clear()
     asyncio.run(reuse(steps))
     spans = sorted(SPANS)
-    return [(b[0] - a[1]) * 1000 for a, b in zip(spans, spans[1:], strict=False)]
+    return [(b[0] - a[1]) * 1000 for a, b in itertools.pairwise(spans)]
 
 
 def main(argv: list[str] | None = None) -> None:
