@@ -67,3 +67,18 @@ def test_a_bad_priority_is_a_400() -> None:
         response = client.post("/api/v1/runs", json={"workflow": "x", "priority": "high"})
 
     assert response.status_code == 400, response.text
+
+
+def test_a_batch_says_which_starts_a_singleton_skipped() -> None:
+    spec = RunFlow(limit=1, key="account", singleton=True, on_conflict="skip", params=("account",))
+    with _client({"raw_sync": spec}) as client:
+        first = _start(client, workflow="raw_sync", input={"account": "a"})
+        response = client.post(
+            "/api/v1/run-batches",
+            json={"workflow": "raw_sync", "inputs": [{"account": "a"}, {"account": "b"}]},
+        )
+
+    assert response.status_code in (200, 201), response.text
+    skipped, started = response.json()["runs"]
+    assert skipped["existing"] is True and skipped["run_id"] == first["run_id"]
+    assert started["existing"] is False and started["created"] is True

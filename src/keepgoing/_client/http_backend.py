@@ -169,7 +169,9 @@ class HttpBackend(HttpCalls):
             body["priority"] = request.priority
         found = self.call("POST", f"{API}/run-batches", idempotent=True, json=body)
         handles = [
-            WorkflowRunHandle(r["workflow_name"], r["workflow_id"], r["run_id"])
+            WorkflowRunHandle(
+                r["workflow_name"], r["workflow_id"], r["run_id"], bool(r.get("existing", False))
+            )
             for r in found["runs"]
         ]
         return handles, _warning(found)

@@ -124,8 +124,9 @@ async def start_runs(
                 workflow_id=run.workflow_id,
                 run_id=run.run_id,
                 created=new,
+                existing=run.run_id != start.run_id,  # a singleton's skip
             )
-            for run, new in started
+            for (run, new), start in zip(started, starts, strict=True)
         ],
         warning=warning.text if warning else None,
         warning_code=warning.code if warning else None,
