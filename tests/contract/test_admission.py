@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from keepgoing._history.events import ChildStarted, WorkflowCompleted
+from keepgoing._history.events import ChildRunStarted, ChildStarted, WorkflowCompleted
 from keepgoing._run_flow import RunFlow
 from keepgoing._store.inspect_protocol import RunFilter
 from keepgoing._store.protocol import Store
@@ -268,3 +268,26 @@ async def test_the_use_of_a_workflow_limit_is_listed_with_the_task_limits(store:
 
     assert (use.limit.concurrency_cap, use.limit.keyed) == (1, True)
     assert (use.held, use.waiting) == (2, 1)
+
+
+async def test_a_workflow_recorded_without_a_limit_loses_its_spec(store: Store) -> None:
+    await store.record_flows({WF: RunFlow(limit=1), "other": None}, NOW)
+    await store.record_flows({WF: None}, NOW + 1)
+
+    assert await store.run_flows() == {}
+    assert (await begin(store, "r0", flow=None)).status == "running"
+
+
+async def test_a_child_whose_key_needs_code_fails_to_start_and_the_parent_hears_why(
+    store: Store,
+) -> None:
+    await store.record_flows({"keyed_child": RunFlow(limit=1, callable_key=True)}, NOW)
+    await begin(store, "parent", flow=None)
+    claim = await claim_run(store, "run-parent")
+    child = ChildStarted(cmd=1, workflow_name="keyed_child", workflow_id="kid", input={})
+
+    await schedule(store, claim, [child], now=NOW + 1)
+
+    history = await store.read_history("run-parent")
+    (started,) = [e for e in history if isinstance(e, ChildRunStarted)]
+    assert started.error is not None and "workflow's code" in started.error.message

@@ -155,8 +155,12 @@ def start_flow(conn: Connection, req: rec.StartRequest) -> tuple[RunFlow | None,
     flow = RunFlow.from_json(row.spec) if row is not None else req.flow
     if flow is None:
         return None, None
+    given = req.flow_key
+    if given is None and flow.callable_key and req.continued_from is not None:
+        # A continue_as_new successor keeps the key its predecessor was given.
+        given = value(conn, "SELECT flow_key FROM runs WHERE run_id = ?", (req.continued_from,))
     try:
-        return flow, flow.key_of(req.input, req.flow_key)
+        return flow, flow.key_of(req.input, given)
     except UncomputableKeyError as exc:
         raise InvalidRequestError(
             f"workflow {req.workflow_name!r} cannot be started here: {exc}"

@@ -41,6 +41,7 @@ from keepgoing._store.sql import commands, singletons
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import every, one, value
 from keepgoing.errors import (
+    InvalidRequestError,
     ScheduleExistsError,
     ScheduleNotFoundError,
     WorkflowAlreadyRunningError,
@@ -303,6 +304,8 @@ def _start(
         run = singletons.start_run(conn, request)
     except WorkflowAlreadyRunningError:
         return _record(conn, replace(action, reason=f"{action.workflow_id} has an open run"))
+    except InvalidRequestError as exc:  # a limit keyed by a function only code can compute
+        return _record(conn, replace(action, reason=str(exc)))
     if run.run_id != run_id:  # a singleton's skip: its key's run is open
         return _record(conn, replace(action, reason=f"singleton: run {run.run_id} is open"))
     started = ScheduleAction(
