@@ -23,11 +23,11 @@ def test_the_guides_flow_control_example_runs(tmp_path: Path) -> None:
     script.write_text(_example(), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script)],
-        check=False,
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str([f"invoice for c{i} (pro)" for i in (1, 2, 3)])

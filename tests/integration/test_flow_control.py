@@ -90,6 +90,10 @@ def test_a_killed_worker_gives_its_slot_back_within_one_lease(
     first: Effect = wait_until(lambda: next(iter(kg.effects("start", "held")), None), 30, "a start")
     holder = next(w for w in workers.started if w.pid == first.pid)
     assert len(kg.effects("start", "held")) == 1  # the other waits for the slot
+    waiting = wait_until(
+        lambda: client.get_run(handle.workflow_id).waiting_for, 10, "the run to say why"
+    )
+    assert waiting == "waiting for a concurrency slot of held (1/1 held)"
 
     holder.kill()
     killed_at = time.time()

@@ -12,10 +12,12 @@ from keepgoing import Concurrency, InvalidLimitError, RateLimit
 from keepgoing._limits import (
     check_concurrency,
     check_rate_limit,
+    declared_limits,
     defined,
     key_value,
     named,
     parse_rate,
+    resolve,
 )
 from keepgoing.limits import define
 
@@ -189,3 +191,51 @@ def test_key_value_refuses_what_is_not_json() -> None:
         key_value(lambda customer_id, region="eu": object(), _lookup, ("c1",), {})
     with pytest.raises(InvalidLimitError, match="arguments of '_lookup'"):
         key_value("customer_id", _lookup, (), {})
+
+
+def test_a_call_resolves_its_limits_into_the_rows_columns() -> None:
+    define("limits_test_shared", rate="20/s", burst=5, concurrency=4)
+    keyed = Concurrency(2, key="customer_id")
+    assert resolve("lookup", None, None, _lookup, ("c1",), {}) is None
+    assert resolve("lookup", keyed, RateLimit("2/500ms"), _lookup, ("c1",), {}) == {
+        "limit_name": "lookup",
+        "limit_key": '"c1"',
+        "concurrency_cap": 2,
+        "rate_name": "lookup",
+        "rate_key": "",
+        "rate_tokens": 2,
+        "rate_period": 0.5,
+        "rate_burst": 1,
+    }
+    shared = resolve("lookup", "limits_test_shared", "limits_test_shared", _lookup, ("c1",), {})
+    assert shared is not None
+    assert (shared["limit_name"], shared["concurrency_cap"], shared["limit_key"]) == (
+        "limits_test_shared",
+        4,
+        "",
+    )
+    assert (shared["rate_name"], shared["rate_tokens"], shared["rate_burst"]) == (
+        "limits_test_shared",
+        20,
+        5,
+    )
+
+
+def test_a_named_limit_is_declared_once_however_many_tasks_share_it() -> None:
+    define("limits_test_crm2", rate="10/s")
+    tasks = [
+        ("a", None, "limits_test_crm2"),
+        ("b", None, "limits_test_crm2"),
+        ("c", Concurrency(3, key="customer_id"), None),
+        ("d", None, None),
+    ]
+    assert declared_limits(tasks) == [
+        {"name": "c", "concurrency_cap": 3, "keyed": True},
+        {
+            "name": "limits_test_crm2",
+            "rate_tokens": 10,
+            "rate_period": 1.0,
+            "rate_burst": 1,
+            "keyed": False,
+        },
+    ]

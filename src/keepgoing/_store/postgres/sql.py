@@ -271,10 +271,7 @@ class PgConnection:
 
     def try_lock_key(self, key: str) -> bool:
         """:meth:`lock_key` without waiting: False when another transaction holds it."""
-        row = self.raw.execute(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))", (key,)
-        ).fetchone()
-        if row is None:
-            return False
-        (locked,) = row
-        return bool(locked)
+        (acquired,) = self.raw.execute(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AS acquired", (key,)
+        ).fetchone() or (False,)
+        return bool(acquired)

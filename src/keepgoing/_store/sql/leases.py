@@ -274,10 +274,11 @@ def claim_tasks(
         (now, *queues, *names, *params, now, limit),
     )
     claims = []
+    counts: dict[tuple[str, str], int] = {}  # slots held per key, counted once per claim
     for key in keys:
         limits = LimitRow(*key[2:])
         if limits != _UNLIMITED:  # flow control: a slot and a token, or it waits pending
-            admission = admit(conn, limits, now)
+            admission = admit(conn, limits, now, counts)
             if not admission.admitted:
                 if admission.retry_at is not None:  # its token's instant: the next wake-up
                     conn.execute(

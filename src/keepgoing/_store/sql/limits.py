@@ -110,25 +110,37 @@ class Admission(NamedTuple):
     retry_at: float | None = None
 
 
-def admit(conn: Connection, row: LimitRow, now: float) -> Admission:
+def admit(
+    conn: Connection, row: LimitRow, now: float, counts: dict[tuple[str, str], int] | None = None
+) -> Admission:
     """Admit one attempt of a task with ``row``'s limits, taking its token.
 
     The slot is checked before the token is taken, so an attempt that waits for a
-    slot takes no token.
+    slot takes no token. ``counts``, kept by a caller admitting several attempts in
+    one transaction, remembers the slots held per key (counted once, then one more
+    per attempt admitted): the key is locked, or SQLite's one writer holds, until
+    the transaction ends, so nothing else changes them meanwhile.
     """
     if row.limit_name is not None and row.concurrency_cap is not None:
-        key = row.limit_key or ""
-        if not try_lock_key(conn, "limit", row.limit_name, key):
-            return Admission(False)  # another claim is admitting this key: the next pass
-        if held(conn, row.limit_name, key, now) >= row.concurrency_cap:
+        key = (row.limit_name, row.limit_key or "")
+        taken = None if counts is None else counts.get(key)
+        if taken is None:
+            if not try_lock_key(conn, "limit", *key):
+                return Admission(False)  # another claim is admitting this key: the next pass
+            taken = held(conn, *key, now)
+        if counts is not None:
+            counts[key] = taken
+        if taken >= row.concurrency_cap:
             return Admission(False)
     if row.rate_name is not None and row.rate_tokens and row.rate_period:
-        key = row.rate_key or ""
-        if not try_lock_key(conn, "rate", row.rate_name, key):
+        rate_key = row.rate_key or ""
+        if not try_lock_key(conn, "rate", row.rate_name, rate_key):
             return Admission(False)
-        due = _take_token(conn, row, key, now)
+        due = _take_token(conn, row, rate_key, now)
         if due is not None:
             return Admission(False, due)
+    if counts is not None and row.limit_name is not None:
+        counts[(row.limit_name, row.limit_key or "")] += 1
     return Admission(True)
 
 
