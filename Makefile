@@ -66,6 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.runs_list
 	$(BIN)/python -m bench.gateway
 	$(BIN)/python -m bench.demo_live
+	$(BIN)/python -m bench.limits
 
 ## keepgoing beside DBOS, the same workloads in one run. DBOS goes into .venv-peers only:
 ## it is never a dependency of keepgoing.

@@ -13,6 +13,7 @@ EXPECTED_ALL = [
     "BudgetExceededError",
     "ChildHandle",
     "Client",
+    "Concurrency",
     "ConfigurationError",
     "DeployRefusedError",
     "DuplicateNameError",
@@ -25,6 +26,7 @@ EXPECTED_ALL = [
     "GroupNotFoundError",
     "Image",
     "InvalidDurationError",
+    "InvalidLimitError",
     "InvalidRequestError",
     "InvalidScheduleError",
     "InvalidStoreURLError",
@@ -38,6 +40,7 @@ EXPECTED_ALL = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "QueueNotFoundError",
+    "RateLimit",
     "ReuseRefusedError",
     "RunNotFoundError",
     "Schedule",
@@ -167,3 +170,12 @@ def test_gateway_module_exports() -> None:
     ]
     assert gateway.BudgetExceededError is keepgoing.BudgetExceededError
     assert issubclass(gateway.BudgetExceededError, keepgoing.KeepgoingError)
+
+
+def test_limits_module_exports() -> None:
+    limits = importlib.import_module("keepgoing.limits")
+    assert limits.__all__ == ["Concurrency", "InvalidLimitError", "RateLimit", "define"]
+    assert limits.Concurrency is keepgoing.Concurrency
+    assert limits.RateLimit is keepgoing.RateLimit
+    assert limits.InvalidLimitError is keepgoing.InvalidLimitError
+    assert issubclass(limits.InvalidLimitError, ValueError)

@@ -11,6 +11,7 @@ from keepgoing._client.runs import WorkflowRun, WorkflowRunHandle
 from keepgoing._durations import Duration, parse_duration
 from keepgoing._groups.image import Image
 from keepgoing._groups.secrets import Secret
+from keepgoing._limits import Concurrency, RateLimit
 from keepgoing._schedules.commands import ScheduleInfo
 from keepgoing._store.volume_records import FileInfo, VersionInfo, VolumeDiff, VolumeGc
 from keepgoing._version import __version__ as __version__
@@ -59,6 +60,7 @@ from keepgoing.errors import (
     GroupError,
     GroupNotFoundError,
     InvalidDurationError,
+    InvalidLimitError,
     InvalidRequestError,
     InvalidScheduleError,
     InvalidStoreURLError,
@@ -106,6 +108,7 @@ __all__ = [
     "BudgetExceededError",
     "ChildHandle",
     "Client",
+    "Concurrency",
     "ConfigurationError",
     "DeployRefusedError",
     "DuplicateNameError",
@@ -118,6 +121,7 @@ __all__ = [
     "GroupNotFoundError",
     "Image",
     "InvalidDurationError",
+    "InvalidLimitError",
     "InvalidRequestError",
     "InvalidScheduleError",
     "InvalidStoreURLError",
@@ -131,6 +135,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "QueueNotFoundError",
+    "RateLimit",
     "ReuseRefusedError",
     "RunNotFoundError",
     "Schedule",

@@ -6,7 +6,8 @@ The tree::
     ├── ConfigurationError               configuration      (also ValueError)
     │   ├── InvalidDurationError         invalid_duration
     │   ├── InvalidStoreURLError         invalid_store_url
-    │   └── InvalidScheduleError         invalid_schedule
+    │   ├── InvalidScheduleError         invalid_schedule
+    │   └── InvalidLimitError            invalid_limit
     ├── DuplicateNameError               duplicate_name     (also ValueError)
     ├── PayloadError                     invalid_payload    (also TypeError)
     │   └── PayloadTooLargeError         payload_too_large
@@ -77,6 +78,7 @@ __all__ = [
     "GroupError",
     "GroupNotFoundError",
     "InvalidDurationError",
+    "InvalidLimitError",
     "InvalidRequestError",
     "InvalidScheduleError",
     "InvalidStoreURLError",
@@ -517,6 +519,13 @@ class UnknownQueueWarning(UnknownWorkflowWarning):
     :class:`QueueNotFoundError` instead."""
 
     code = "unknown_queue"
+
+
+class InvalidLimitError(ConfigurationError):
+    """A concurrency or rate limit is refused: a cap below one, a rate such as
+    ``"ten per second"``, a key naming no argument, or an unknown named limit."""
+
+    code = "invalid_limit"
 
 
 class InvalidScheduleError(ConfigurationError):

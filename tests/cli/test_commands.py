@@ -62,7 +62,7 @@ def test_run_json_and_failures(kg: Kg) -> None:
     assert json.loads(done.stdout)["result"] == 42
     started = kg("run", "sum_two", "-i", '{"a": 1, "b": 1}', "--json")
     handle = json.loads(started.stdout)
-    assert set(handle) == {"workflow_name", "workflow_id", "run_id"}
+    assert set(handle) == {"workflow_name", "workflow_id", "run_id", "existing"}
     failed = kg("run", "broken", "--wait")
     assert failed.returncode == 1
     assert "failed" in failed.stdout and "broken on purpose" in failed.stdout

@@ -32,6 +32,7 @@ from keepgoing._client.runs import RunsPage, WorkflowRun, WorkflowRunHandle, out
 from keepgoing._client.schedules import ScheduleMethods
 from keepgoing._client.store_backend import StoreBackend
 from keepgoing._history.events import Event
+from keepgoing._run_flow import check_priority
 from keepgoing._store.inspect_protocol import RUN_STATUSES, RunFilter
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import AuditEntry, WorkerRecord
@@ -118,6 +119,7 @@ class Client(RecoveryMethods, ScheduleMethods):
         timeout: float | None = None,
         request_id: str | None = None,
         strict: bool = False,
+        priority: int = 0,
     ) -> Any:
         """Start a run; return its :class:`WorkflowRunHandle`, or with ``wait=True`` its result.
 
@@ -140,6 +142,13 @@ class Client(RecoveryMethods, ScheduleMethods):
         ``request_id`` (32 hex digits) makes the start idempotent: repeating
         it returns the run it started (it becomes the run id).
 
+        ``priority`` (an int, default 0) orders the claims: higher first, but each
+        point is worth only a minute of waiting, so an older run is never
+        starved (see the guide's Flow control section). Its tasks inherit it.
+        A workflow with ``concurrency=`` queues a start over its limit; a
+        singleton's ``on_conflict="skip"`` returns the open run's handle with
+        ``existing=True``.
+
         Raises:
             WorkflowAlreadyRunningError: ``workflow_id`` has a run that has not ended.
             WorkflowNotFoundError: with ``strict=True``, a name no worker has served.
@@ -148,7 +157,15 @@ class Client(RecoveryMethods, ScheduleMethods):
             PayloadError: ``input`` is not JSON (the message names the value).
             WorkflowFailedError: with ``wait=True``, the run failed.
         """
-        request = Start(workflow_or_name, input, workflow_id, task_queue, request_id, strict)
+        request = Start(
+            workflow_or_name,
+            input,
+            workflow_id,
+            task_queue,
+            request_id,
+            strict,
+            check_priority(priority),
+        )
         if wait and isinstance(workflow_or_name, WorkflowDefinition):
             # No warning to give first (it is for names): one call starts and waits.
             return outcome(self._backend.start_and_wait(request, timeout))
@@ -165,6 +182,7 @@ class Client(RecoveryMethods, ScheduleMethods):
         request_ids: Sequence[str] | None = None,
         task_queue: str | None = None,
         strict: bool = False,
+        priority: int = 0,
     ) -> list[WorkflowRunHandle]:
         """Start one run of the workflow per item of ``inputs``, all in one commit.
 
@@ -176,7 +194,8 @@ class Client(RecoveryMethods, ScheduleMethods):
         ``workflow_ids`` and ``request_ids``, if given, have one item per input
         and mean what they mean for :meth:`trigger_workflow`: a ``request_id``
         that already started its run returns that run again (a retried batch
-        starts nothing twice).
+        starts nothing twice). ``priority`` is every run's, as for
+        :meth:`trigger_workflow`.
 
         Works on the store and through a server alike: over HTTP the batch is
         one request (``POST /api/v1/run-batches``) carrying a ``request_id`` per
@@ -198,6 +217,7 @@ class Client(RecoveryMethods, ScheduleMethods):
             request_ids,
             task_queue,
             strict,
+            check_priority(priority),
         )
         handles, warning = self._backend.start_many(request)
         warn_unknown(warning)

@@ -122,8 +122,18 @@ class HttpBackend(HttpCalls):
         }
         if request.strict:
             body["strict"] = True
+        if request.priority:
+            body["priority"] = request.priority
+        flow_key = _flow_key(request.workflow, value)
+        if flow_key is not None:
+            body["flow_key"] = flow_key
         found = self.call("POST", f"{API}/runs", idempotent=True, json=body)
-        handle = WorkflowRunHandle(found["workflow_name"], found["workflow_id"], found["run_id"])
+        handle = WorkflowRunHandle(
+            found["workflow_name"],
+            found["workflow_id"],
+            found["run_id"],
+            bool(found.get("existing", False)),
+        )
         return handle, _warning(found)
 
     def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
@@ -156,9 +166,13 @@ class HttpBackend(HttpCalls):
         }
         if request.strict:
             body["strict"] = True
+        if request.priority:
+            body["priority"] = request.priority
         found = self.call("POST", f"{API}/run-batches", idempotent=True, json=body)
         handles = [
-            WorkflowRunHandle(r["workflow_name"], r["workflow_id"], r["run_id"])
+            WorkflowRunHandle(
+                r["workflow_name"], r["workflow_id"], r["run_id"], bool(r.get("existing", False))
+            )
             for r in found["runs"]
         ]
         return handles, _warning(found)
@@ -461,6 +475,13 @@ def _filter_params(f: RunFilter) -> dict[str, Any]:
     }
 
 
+def _flow_key(workflow: WorkflowDefinition[..., Any] | str, value: Any) -> str | None:
+    """The slot key only the code can compute (a callable key), for the server."""
+    if not isinstance(workflow, WorkflowDefinition) or workflow.flow is None:
+        return None
+    return workflow.flow_key(workflow.bind_input(value)) if workflow.flow.callable_key else None
+
+
 def _path(value: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"an id must be a non-empty string, not {value!r}")
@@ -489,6 +510,7 @@ def _run(body: Mapping[str, Any]) -> WorkflowRun:
         waiting_for=body.get("waiting_for"),
         group_revision=body.get("group_revision"),
         trouble=_trouble(body.get("trouble")),
+        priority=body.get("priority", 0),
         schedule_id=body.get("schedule_id"),
         schedule_slot=body.get("schedule_slot"),
     )

@@ -44,6 +44,7 @@ class Start:
     task_queue: str | None
     request_id: str | None
     strict: bool
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class StartMany:
     request_ids: Sequence[str] | None
     task_queue: str | None
     strict: bool
+    priority: int = 0
 
 
 @dataclass(frozen=True)

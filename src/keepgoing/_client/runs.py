@@ -20,12 +20,18 @@ class WorkflowRunHandle(NamedTuple):
     workflow_name: str
     workflow_id: str
     run_id: str
+    #: True: a singleton's ``on_conflict="skip"`` found this run of its key open,
+    #: and nothing was started.
+    existing: bool = False
 
 
 @dataclass(frozen=True)
 class WorkflowRun:
     """One run as a client sees it. ``status`` is running, blocked, completed,
     failed or cancelled; ``blocked_reason`` holds the determinism diff.
+
+    A ``queued`` run waits for a concurrency slot of its workflow (``waiting_for``
+    says which, and how many are held).
 
     ``code_versions`` are the versions of the code (hashes of the workflow's
     source file) that have run it, oldest first. ``waiting_for`` says what a
@@ -60,6 +66,8 @@ class WorkflowRun:
     #: The schedule that started it and the slot (UTC seconds) it started for, if any.
     schedule_id: str | None = None
     schedule_slot: float | None = None
+    #: Higher first: claims order by age less a minute per point.
+    priority: int = 0
 
     @property
     def state(self) -> str:
@@ -88,7 +96,8 @@ class WorkflowRun:
             ended_at=run.ended_at,
             blocked_reason=run.blocked_reason,
             code_versions=run.code_versions,
-            waiting_for=waiting_for(run, served) if served is not None else None,
+            waiting_for=waiting_for(run, served),
+            priority=run.priority,
             group_revision=run.group_revision,
             trouble=run.trouble,
         )

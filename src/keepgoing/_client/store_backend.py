@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from keepgoing._client.orchestrator import TriggerWatch
@@ -59,7 +59,7 @@ from keepgoing._worker.inprocess import drive
 from keepgoing._worker.settings import WorkerSettings
 from keepgoing._worker.worker import Worker
 from keepgoing._worker.worker_stops import kill_recorded
-from keepgoing._workflow.inputs import start_input
+from keepgoing._workflow.inputs import start_flow, start_input
 from keepgoing._workflow.messages import check_name
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.workflow import WorkflowDefinition
@@ -67,7 +67,7 @@ from keepgoing.errors import InvalidRequestError, RunNotFoundError
 
 __all__ = ["StoreBackend", "current_user"]
 
-_STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued")
+_STATUSES = ("queued", "running", "blocked", "completed", "failed", "cancelled", "continued")
 #: How often a waiting client reads the run with no wake-up (one lost between processes).
 SAFETY_POLL = 0.5
 T = TypeVar("T")
@@ -112,6 +112,7 @@ class StoreBackend(StoreRecoveryCalls):
                 request.task_queue or DEFAULT_QUEUE,
                 request_id=request.request_id,
                 strict=request.strict,
+                priority=request.priority,
             )
         )
 
@@ -125,6 +126,7 @@ class StoreBackend(StoreRecoveryCalls):
         request_id: str | None = None,
         strict: bool = False,
         check: bool = True,
+        priority: int = 0,
     ) -> tuple[WorkflowRunHandle, StartWarning | None]:
         name, inputs, version = start_input(workflow_or_name, value)
         queue = _check_id(queue, "task_queue")
@@ -144,6 +146,7 @@ class StoreBackend(StoreRecoveryCalls):
                 return _again(earlier, workflow_id, name), None
         run_id = request_id or uuid.uuid4().hex
         workflow_id = _check_id(workflow_id, "workflow_id") if workflow_id else f"{name}-{run_id}"
+        flow, flow_key = start_flow(workflow_or_name, inputs)
         run = await self._store.start_run(
             StartRequest(
                 run_id=run_id,
@@ -153,11 +156,16 @@ class StoreBackend(StoreRecoveryCalls):
                 task_queue=queue,
                 code_version=version,
                 now=system_clock.now(),
+                priority=priority,
+                flow=flow,
+                flow_key=flow_key,
             )
         )
         if check:
             await self._watch.started(queue)
-        return WorkflowRunHandle(run.workflow_name, run.workflow_id, run.run_id), warning
+        existing = run.run_id != run_id  # a singleton's skip
+        handle = WorkflowRunHandle(run.workflow_name, run.workflow_id, run.run_id, existing)
+        return handle, warning
 
     def start_many(self, request: StartMany) -> tuple[list[WorkflowRunHandle], StartWarning | None]:
         return self._portal.call(self._start_many(request))
@@ -191,6 +199,7 @@ class StoreBackend(StoreRecoveryCalls):
                 run_id = _check_request_id(rid) if rid is not None else uuid.uuid4().hex
                 wid = ids[i] if ids is not None else None
                 workflow_id = _check_id(wid, "workflow_id") if wid is not None else None
+                flow, flow_key = start_flow(workflow, stored)
             requests.append(
                 StartRequest(
                     run_id=run_id,
@@ -200,13 +209,19 @@ class StoreBackend(StoreRecoveryCalls):
                     task_queue=queue,
                     code_version=version,
                     now=now,
+                    priority=request.priority,
+                    flow=flow,
+                    flow_key=flow_key,
                 )
             )
         refuse_repeats([r.run_id for r in requests], "request_id")
         refuse_repeats([r.workflow_id for r in requests], "workflow_id")
         started = await self._store.start_runs(requests)
         await self._watch.started(queue)
-        handles = [WorkflowRunHandle(r.workflow_name, r.workflow_id, r.run_id) for r, _ in started]
+        handles = [
+            WorkflowRunHandle(r.workflow_name, r.workflow_id, r.run_id, r.run_id != q.run_id)
+            for (r, _), q in zip(started, requests, strict=True)
+        ]
         return handles, warning
 
     def run_here(self, request: RunHere) -> WorkflowRun:
@@ -269,6 +284,7 @@ class StoreBackend(StoreRecoveryCalls):
                 request.task_queue or DEFAULT_QUEUE,
                 request_id=request.request_id,
                 strict=request.strict,
+                priority=request.priority,
             )
             return await self._wait(handle.workflow_id, handle.run_id, timeout, key)
 
@@ -308,7 +324,7 @@ class StoreBackend(StoreRecoveryCalls):
 
         async def read() -> WorkflowRun:
             found = await self._find(run.workflow_id, run.run_id)
-            view = WorkflowRun.from_record(found, await self._served())
+            view = WorkflowRun.from_record(found, await self._served([found]))
             slot = await self._store.schedule_of_run(found.run_id)
             if slot is None:
                 return view
@@ -318,8 +334,8 @@ class StoreBackend(StoreRecoveryCalls):
 
         return self._portal.call(read())
 
-    async def _served(self) -> Served:
-        return await serving(self._store, system_clock.now())
+    async def _served(self, runs: Sequence[RunRecord] = ()) -> Served:
+        return await serving(self._store, system_clock.now(), runs)
 
     def history(self, run: RunRef) -> list[Event]:
 
@@ -344,7 +360,7 @@ class StoreBackend(StoreRecoveryCalls):
                 limit=query.limit,
                 offset=query.offset,
             )
-            served = await self._served() if any(r.status == "running" for r in runs) else None
+            served = await self._served(runs) if any(r.status == "running" for r in runs) else None
             return [WorkflowRun.from_record(r, served) for r in runs]
 
         return self._portal.call(read())
@@ -439,7 +455,8 @@ class StoreBackend(StoreRecoveryCalls):
 
         async def read() -> RunsPage:
             page = await self._store.page_runs(filters, limit=limit, after=after)
-            served = await self._served() if any(r.status == "running" for r in page.runs) else None
+            running = any(r.status == "running" for r in page.runs)
+            served = await self._served(page.runs) if running else None
             return RunsPage(
                 [WorkflowRun.from_record(r, served) for r in page.runs],
                 page.next_cursor.encode() if page.next_cursor is not None else None,

@@ -68,6 +68,7 @@ _OMITTED_WHEN_NONE = frozenset(
     {
         (ev.TaskScheduled, "task_queue"),
         (ev.TaskScheduled, "operation_id"),
+        (ev.TaskScheduled, "limits"),
         (ev.WorkflowStarted, "seed"),
         (ev.WorkflowStarted, "reused_upto"),
         (ev.WorkflowStarted, "reused_by"),

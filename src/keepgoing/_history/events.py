@@ -137,6 +137,9 @@ class TaskScheduled(Event):
     #: The operation this step carries on when it is not its own (``op-<run>-<cmd>``):
     #: a step a reviewer sent back to run again keeps the first step's operation id.
     operation_id: str | None = None
+    #: The task's concurrency and rate limits for this call, resolved when it was
+    #: scheduled: the task row's limit columns (``_store/sql/limits.py``), or None.
+    limits: dict[str, Any] | None = None
 
     def key(self) -> tuple[str, int, str]:
         return ("TaskScheduled", self.cmd, self.name)

@@ -59,6 +59,7 @@ class TaskSpec:
     #: The task's positional parameter names: how a reused step's differing
     #: argument is named (never recorded).
     params: tuple[str, ...] = ()
+    limits: dict[str, Any] | None = None
 
 
 @dataclass
@@ -199,6 +200,7 @@ class WorkflowInstance:
                 image=spec.image,
                 task_queue=spec.queue,
                 operation_id=spec.operation_id,
+                limits=spec.limits,
             )
         )
         future: asyncio.Future[Any] = self.loop.create_future()

@@ -43,6 +43,13 @@ class StartManyBody(BaseModel):
         description="Refuse (404 `workflow_not_found`) a workflow name that no worker of "
         "this store has served.",
     )
+    priority: int = Field(
+        0,
+        strict=True,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="Every run's priority (higher first; a point is worth a minute of waiting).",
+    )
 
 
 class StartManyResult(BaseModel):

@@ -134,12 +134,31 @@ class StartBody(_Request):
         "or deploy has served. By default such a run is queued and waits for a worker "
         "that serves its name.",
     )
+    priority: int = Field(
+        0,
+        strict=True,
+        ge=-1_000_000,
+        le=1_000_000,
+        description="Higher first. Claims order by the time a run became runnable less "
+        "60 s per point, so a point is worth a minute of waiting and nothing starves.",
+    )
+    flow_key: str | None = Field(
+        None,
+        max_length=10_000,
+        description="The concurrency or singleton key computed with the workflow's code, "
+        "for a workflow whose key is a function of its arguments (canonical JSON).",
+    )
 
 
 class StartResult(_Response):
     workflow_name: str
     workflow_id: str
     run_id: str
+    existing: bool = Field(
+        default=False,
+        description='True: a singleton with `on_conflict="skip"` found its key\'s run '
+        "open, and this is that run; nothing was started.",
+    )
     created: bool = Field(description="False when an identical start found its run already open.")
     warning: str | None = Field(
         default=None,
@@ -179,12 +198,14 @@ class RunView(_Response):
     waiting_for: str | None = Field(
         default=None,
         description='What a running run waits for that is not there, such as "waiting '
-        'for a worker that serves NAME", or "waiting on queue Q, which nothing serves".',
+        'for a worker that serves NAME", "waiting on queue Q, which nothing serves", or '
+        'for a queued run "queued: waiting for a concurrency slot of NAME (2/2 held)".',
     )
     group_revision: int | None = Field(
         default=None,
         description="The revision of the worker group serving its queue when it started.",
     )
+    priority: int = Field(default=0, description="Its priority (higher first).")
     state: str = Field(
         default="",
         description="`waiting_for_review` for a running run that waits for a reviewer's "
@@ -230,7 +251,8 @@ class RunView(_Response):
             continued_from=run.continued_from,
             continued_to=run.continued_to,
             code_versions=list(run.code_versions),
-            waiting_for=waiting_for(run, served) if served is not None else None,
+            waiting_for=waiting_for(run, served),
+            priority=run.priority,
             group_revision=run.group_revision,
             state=run_state(run.status, run.trouble),
             trouble=TroubleView(**run.trouble.as_dict()),

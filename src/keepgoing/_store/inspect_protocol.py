@@ -40,7 +40,15 @@ __all__ = [
 ]
 
 #: Every status a run can have.
-RUN_STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued")
+RUN_STATUSES = (
+    "queued",
+    "running",
+    "blocked",
+    "completed",
+    "failed",
+    "cancelled",
+    "continued",
+)
 
 
 class InvalidCursorError(InvalidRequestError):

@@ -32,10 +32,12 @@ import abc
 from collections.abc import Collection, Mapping, Sequence
 
 from keepgoing._history.events import Event
+from keepgoing._run_flow import RunFlow
 from keepgoing._store.auth_protocol import AuthStore
 from keepgoing._store.gateway_protocol import GatewayStore
 from keepgoing._store.groups_protocol import GroupStore, RevisionStore
 from keepgoing._store.inspect_protocol import InspectStore
+from keepgoing._store.limits_protocol import LimitStore
 from keepgoing._store.observe_protocol import ObserveStore
 from keepgoing._store.records import (
     ActivationClaim,
@@ -76,6 +78,7 @@ class Store(
     ScheduleStore,
     RecoveryStore,
     RetentionStore,
+    LimitStore,
     abc.ABC,
 ):
     """Durable state of every run. One instance per process is enough; it is task-safe."""
@@ -495,6 +498,15 @@ class Store(
         self, names: Sequence[str], queues: Sequence[str], now: float
     ) -> None:
         """Remember that ``names`` are served on ``queues`` (kept after workers stop)."""
+
+    @abc.abstractmethod
+    async def record_flows(self, flows: Mapping[str, RunFlow | None], now: float) -> None:
+        """Remember each workflow's run-flow spec (its concurrency limit or singleton
+        key; None: none), which every later start of it obeys, by code or by name."""
+
+    @abc.abstractmethod
+    async def run_flows(self) -> dict[str, RunFlow]:
+        """The specs :meth:`record_flows` recorded, by workflow name."""
 
     @abc.abstractmethod
     async def known_workflows(self) -> dict[str, list[str]]:

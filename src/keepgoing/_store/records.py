@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from keepgoing._history.events import ErrorInfo, Event
+from keepgoing._run_flow import RunFlow
 from keepgoing._store.trouble import Trouble
 from keepgoing._store.volume_records import StagedCommit
 from keepgoing._store.worker_stops import CAUSES
@@ -35,9 +36,11 @@ __all__ = [
     "WorkerStop",
 ]
 
-RunStatus = Literal["running", "blocked", "completed", "failed", "cancelled", "continued"]
+RunStatus = Literal["queued", "running", "blocked", "completed", "failed", "cancelled", "continued"]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "continued"})
-OPEN: frozenset[str] = frozenset({"running", "blocked"})
+#: A ``queued`` run (waiting for a concurrency slot) is open: its row's status is
+#: ``running`` underneath, with ``admitted = 0`` (``_store/sql/admission.py``).
+OPEN: frozenset[str] = frozenset({"queued", "running", "blocked"})
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,10 @@ class RunRecord:
     group_revision: int | None = None
     #: Its trouble counters (worker losses, retries, ...), kept by the commits that record them.
     trouble: Trouble = field(default_factory=Trouble)
+    #: Its priority (higher first; claims order by age less a minute per point).
+    priority: int = 0
+    #: What a ``queued`` run waits for ("waiting for a concurrency slot of ...").
+    queued_for: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,12 @@ class StartRequest:
     #: child on its parent's queue, a ``continue_as_new`` successor); None: the
     #: revision of the group serving ``task_queue``.
     revision_of: str | None = None
+    #: Higher first (``_store/sql/admission.py``: a point is worth a minute of waiting).
+    priority: int = 0
+    #: The client's run-flow spec; the one the workflow's workers recorded wins.
+    flow: RunFlow | None = None
+    #: The slot key the client computed with the code (a callable key only).
+    flow_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -342,6 +355,8 @@ class TaskOutcomeResult:
     final: bool = False
     retry_at: float | None = None
     activation: CommitResult | None = None
+    #: The attempt held a concurrency slot, which its end gave back (wake the claims).
+    freed_slot: bool = False
 
 
 @dataclass(frozen=True)

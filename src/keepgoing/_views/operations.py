@@ -74,7 +74,7 @@ MAX_OPERATION_ID = 220
 #: What an operation id looks like (the run id's characters, then the step).
 ID_PATTERN = r"^op-[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199}-[1-9][0-9]{0,9}$"
 _ID = re.compile(r"^op-(?P<run>[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,199})-(?P<cmd>[1-9][0-9]{0,9})$")
-_OPEN = ("running", "blocked")
+_OPEN = ("queued", "running", "blocked")
 
 
 class InvalidOperationIdError(InvalidRequestError):

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from keepgoing._payload import check_json
+from keepgoing._run_flow import RunFlow
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.workflow import WorkflowDefinition
 from keepgoing.errors import PayloadError
 
-__all__ = ["start_input"]
+__all__ = ["start_flow", "start_input"]
 
 
 def start_input(
@@ -48,3 +49,21 @@ def start_input(
         f"input of workflow {workflow_or_name!r} must be a mapping of parameter names "
         f"(or a list), not {type(value).__name__}"
     )
+
+
+def start_flow(
+    workflow_or_name: WorkflowDefinition[..., Any] | str, document: dict[str, Any]
+) -> tuple[RunFlow | None, str | None]:
+    """The run-flow spec of a start this process has the definition for, and its
+    key when only the code can compute it (a callable key); (None, None) without.
+
+    The store applies the spec its workers recorded over this one: this one
+    stands only for a workflow no worker has recorded yet.
+    """
+    if isinstance(workflow_or_name, WorkflowDefinition):
+        known: WorkflowDefinition[..., Any] | None = workflow_or_name
+    else:
+        known = registry.workflows.get(workflow_or_name)
+    if known is None or known.flow is None:
+        return None, None
+    return known.flow, known.flow_key(document)

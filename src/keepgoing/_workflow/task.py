@@ -9,6 +9,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from keepgoing._durations import Duration, parse_duration
+from keepgoing._limits import (
+    Concurrency,
+    RateLimit,
+    check_concurrency,
+    check_rate_limit,
+    resolve,
+)
 from keepgoing._runtime.context import current_instance
 from keepgoing._runtime.instance import TaskSpec
 from keepgoing._workflow._callables import (
@@ -94,6 +101,8 @@ class TaskDefinition(Generic[P, R]):
         max_worker_losses: int = 3,
         retry_on: object = None,
         give_up_on: object = None,
+        concurrency: int | str | Concurrency | None = None,
+        rate_limit: str | RateLimit | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"@task needs a function, not {type(fn).__name__}")
@@ -116,6 +125,9 @@ class TaskDefinition(Generic[P, R]):
             None if give_up_on is None else exception_types(give_up_on, "give_up_on", self.name)
         )
         check_overlap(self.retry_on, self.give_up_on, self.name)
+        where = f"task {self.name!r}"
+        self.concurrency = check_concurrency(concurrency, fn, where=where)
+        self.rate_limit = check_rate_limit(rate_limit, fn, where=where)
         self.fn = fn
         self.description = description or inspect.getdoc(fn)
         self.image = image
@@ -170,6 +182,14 @@ class TaskDefinition(Generic[P, R]):
             image=self.image_ref,
             queue=registry.task_queues.get(self.name),
             params=self.params,
+            limits=resolve(
+                self.name,
+                self.concurrency,
+                self.rate_limit,
+                self.fn,
+                tuple(plain_args),
+                plain_kwargs,
+            ),
         )
         cmd, future = instance.schedule_task(spec)
         review = functools.partial(settle_uncertain, instance, spec, cmd)
@@ -217,6 +237,8 @@ def task(
     max_worker_losses: int = 3,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
     give_up_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+    concurrency: int | str | Concurrency | None = None,
+    rate_limit: str | RateLimit | None = None,
 ) -> _TaskDecorator: ...
 
 
@@ -234,6 +256,8 @@ def task(
     max_worker_losses: int = 3,
     retry_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
     give_up_on: type[BaseException] | tuple[type[BaseException], ...] | None = None,
+    concurrency: int | str | Concurrency | None = None,
+    rate_limit: str | RateLimit | None = None,
 ) -> Any:
     """Make a function a workflow step.
 
@@ -252,10 +276,16 @@ def task(
             the step at once (default: every error is retried).
         give_up_on: exception types that are never retried. A
             ``NonRetryableError`` (or a subclass) is never retried either.
+        concurrency: at most this many attempts at once across every worker:
+            an int, ``Concurrency(n, key="arg")`` (per value of an argument),
+            or the name of a limit made with ``keepgoing.limits.define``.
+        rate_limit: a token bucket shared by every worker: ``"10/s"``,
+            ``RateLimit("100/m", key="arg", burst=10)`` or a defined limit's name.
 
     Raises:
         InvalidDurationError: a malformed ``retry_delay`` or ``timeout``.
         TypeError: ``retry_on``/``give_up_on`` are not exception types, or overlap.
+        InvalidLimitError: a limit that cannot be enforced (names the problem).
         DuplicateNameError: the name is already used by a task defined elsewhere.
     """
 
@@ -272,6 +302,8 @@ def task(
             max_worker_losses=max_worker_losses,
             retry_on=retry_on,
             give_up_on=give_up_on,
+            concurrency=concurrency,
+            rate_limit=rate_limit,
         )
 
     return wrap(fn) if fn is not None else wrap

@@ -7,9 +7,11 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from keepgoing._durations import Duration, parse_duration
+from keepgoing._limits import Concurrency, key_value
 from keepgoing._runtime.context import current_instance
 from keepgoing._workflow._callables import bind_arguments, code_version, origin_of
 from keepgoing._workflow.registry import registry
+from keepgoing._workflow.run_flow import run_flow
 from keepgoing._workflow.runner import direct_runner
 from keepgoing._workflow.schedule import Schedule, declared_schedules
 from keepgoing.errors import PayloadError
@@ -37,6 +39,9 @@ class WorkflowDefinition(Generic[P, R]):
         schedule: str | Schedule | Sequence[Schedule] | None = None,
         schedule_timezone: str | None = None,
         retention: Duration | None = None,
+        concurrency: int | Concurrency | None = None,
+        singleton: str | None = None,
+        on_conflict: str | None = None,
     ) -> None:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(
@@ -51,6 +56,8 @@ class WorkflowDefinition(Generic[P, R]):
         self.schedules = declared_schedules(self.name, schedule, schedule_timezone)
         #: Seconds its ended runs are kept (None: the store's default policy).
         self.retention = None if retention is None else parse_duration(retention, what="retention")
+        #: Its run-flow spec: the concurrency limit or singleton key of its open runs.
+        self.flow, self.flow_key_fn = run_flow(fn, self.name, concurrency, singleton, on_conflict)
         self.origin = origin_of(fn)
         self.code_version = code_version(fn)
         self.__doc__ = fn.__doc__
@@ -85,6 +92,14 @@ class WorkflowDefinition(Generic[P, R]):
             f"(or a list of positional values), not {type(value).__name__}"
         )
 
+    def flow_key(self, document: Mapping[str, Any]) -> str | None:
+        """The slot key of a start with stored input ``document``, computed with the
+        code when the key is a callable (None: no callable key to compute)."""
+        if self.flow is None or not self.flow.callable_key:
+            return None
+        args, kwargs = tuple(document.get("args") or ()), dict(document.get("kwargs") or {})
+        return key_value(self.flow_key_fn, self.fn, args, kwargs)
+
     def __repr__(self) -> str:
         return f"<workflow {self.name}>"
 
@@ -102,6 +117,9 @@ def workflow(
     schedule: str | Schedule | Sequence[Schedule] | None = None,
     schedule_timezone: str | None = None,
     retention: Duration | None = None,
+    concurrency: int | Concurrency | None = None,
+    singleton: str | None = None,
+    on_conflict: str | None = None,
 ) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], WorkflowDefinition[P, R]]: ...
 
 
@@ -115,6 +133,9 @@ def workflow(
     schedule: str | Schedule | Sequence[Schedule] | None = None,
     schedule_timezone: str | None = None,
     retention: Duration | None = None,
+    concurrency: int | Concurrency | None = None,
+    singleton: str | None = None,
+    on_conflict: str | None = None,
 ) -> Any:
     """Make an ``async def`` function a durable workflow.
 
@@ -130,10 +151,19 @@ def workflow(
     run ended, in place of the store's ``[retention] runs`` (see the guide's
     Retention section).
 
+    ``concurrency`` (an int or :class:`~keepgoing.Concurrency` with a ``key``) caps
+    its open runs across every worker; a start over the limit waits as
+    ``queued``, holding no worker. ``singleton="account_id"`` keeps one open run
+    per value of that argument; ``on_conflict`` says what a start finding one
+    does: ``"queue"`` (the default: it waits behind it), ``"skip"`` (the
+    existing run's handle, with ``existing=True``) or ``"cancel_running"``
+    (cancel it, then run). See the guide's Flow control section.
+
     Raises:
         TypeError: ``fn`` is not an ``async def`` function.
         InvalidScheduleError: a bad schedule (an invalid cron, an unknown zone, ...).
         InvalidDurationError: ``retention`` is not a duration.
+        InvalidLimitError: a bad ``concurrency``, ``singleton`` or ``on_conflict``.
         DuplicateNameError: the name is already used by a workflow defined elsewhere.
     """
 
@@ -146,6 +176,9 @@ def workflow(
             schedule=schedule,
             schedule_timezone=schedule_timezone,
             retention=retention,
+            concurrency=concurrency,
+            singleton=singleton,
+            on_conflict=on_conflict,
         )
 
     return wrap(fn) if fn is not None else wrap

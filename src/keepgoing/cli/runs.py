@@ -58,6 +58,10 @@ def run(
     timeout: Annotated[
         float | None, typer.Option(help="With --wait: give up after this many seconds.")
     ] = None,
+    priority: Annotated[
+        int,
+        typer.Option(help="Higher first; a point is worth a minute of waiting (default 0)."),
+    ] = 0,
     url: UrlOption = None,
     token: TokenOption = None,
     store: StoreOption = None,
@@ -76,7 +80,12 @@ def run(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UnknownWorkflowWarning)
             handle = client.trigger_workflow(
-                workflow, value, workflow_id=workflow_id, task_queue=queue, strict=strict
+                workflow,
+                value,
+                workflow_id=workflow_id,
+                task_queue=queue,
+                strict=strict,
+                priority=priority,
             )
         for warning in caught:
             errors_console.print(f"[yellow]warning[/]: {escape(str(warning.message))}")
@@ -84,7 +93,8 @@ def run(
             if as_json:
                 emit_json(handle)
             else:
-                console.print(f"started {handle.workflow_id} (run {handle.run_id})")
+                verb = "found open" if handle.existing else "started"
+                console.print(f"{verb} {handle.workflow_id} (run {handle.run_id})")
             return
         ended = _follow(client, handle, timeout, live=not as_json)
     _report(ended, as_json)

@@ -16,7 +16,7 @@ from keepgoing._server.schemas import StartResult
 from keepgoing._store.records import AuditEntry, RunRecord, StartRequest
 from keepgoing._views.batch import naming, refuse_repeats
 from keepgoing._views.catalog import check_start
-from keepgoing._workflow.inputs import start_input
+from keepgoing._workflow.inputs import start_flow, start_input
 from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
 
 __all__ = ["router"]
@@ -80,10 +80,22 @@ async def start_runs(
         with naming(i):
             check_depth(value, f"the input of workflow {body.workflow!r}")
             name, stored, version = start_input(body.workflow, value)
+            flow, flow_key = start_flow(name, stored)
         run_id = body.request_ids[i] if body.request_ids is not None else uuid.uuid4().hex
         given = body.workflow_ids[i] if body.workflow_ids is not None else None
         starts.append(
-            StartRequest(run_id, given or f"{name}-{run_id}", name, stored, queue, version, now)
+            StartRequest(
+                run_id,
+                given or f"{name}-{run_id}",
+                name,
+                stored,
+                queue,
+                version,
+                now,
+                priority=body.priority,
+                flow=flow,
+                flow_key=flow_key,
+            )
         )
     refuse_repeats([s.run_id for s in starts], "request_id")
     refuse_repeats([s.workflow_id for s in starts], "workflow_id")
@@ -112,8 +124,9 @@ async def start_runs(
                 workflow_id=run.workflow_id,
                 run_id=run.run_id,
                 created=new,
+                existing=run.run_id != start.run_id,  # a singleton's skip
             )
-            for run, new in started
+            for (run, new), start in zip(started, starts, strict=True)
         ],
         warning=warning.text if warning else None,
         warning_code=warning.code if warning else None,

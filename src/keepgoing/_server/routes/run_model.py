@@ -36,7 +36,7 @@ router = APIRouter(prefix=PREFIX, tags=["runs"], dependencies=STRICT)
 #: The most events ``POST /histories/fold`` takes (the request's body limit applies too).
 MAX_FOLD_EVENTS = 20_000
 
-_OPEN = ("running", "blocked")
+_OPEN = ("queued", "running", "blocked")
 
 
 class RunModel(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -41,7 +42,7 @@ from keepgoing._views.catalog import check_start
 from keepgoing._views.queues import serving
 from keepgoing._views.recovery import origins_view
 from keepgoing._views.waiting import Served
-from keepgoing._workflow.inputs import start_input
+from keepgoing._workflow.inputs import start_flow, start_input
 from keepgoing.errors import WorkflowAlreadyRunningError
 
 __all__ = ["router"]
@@ -93,7 +94,19 @@ async def start_run(
         if earlier is not None:
             return _again(earlier, body, name, response)
     workflow_id = body.workflow_id or f"{name}-{run_id}"
-    start = StartRequest(run_id, workflow_id, name, inputs, queue, version, ctx.clock.now())
+    flow, flow_key = start_flow(name, inputs)
+    start = StartRequest(
+        run_id,
+        workflow_id,
+        name,
+        inputs,
+        queue,
+        version,
+        ctx.clock.now(),
+        priority=body.priority,
+        flow=flow,
+        flow_key=body.flow_key if body.flow_key is not None else flow_key,
+    )
     try:
         run = await ctx.store.start_run(start)
     except WorkflowAlreadyRunningError as exc:
@@ -107,6 +120,15 @@ async def start_run(
         response.status_code = 200
         return StartResult(
             workflow_name=name, workflow_id=workflow_id, run_id=running.run_id, created=False
+        )
+    if run.run_id != run_id:  # a singleton's skip: its key's open run
+        response.status_code = 200
+        return StartResult(
+            workflow_name=run.workflow_name,
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+            created=False,
+            existing=True,
         )
     await _audit(ctx, principal, run, queue)
     return StartResult(
@@ -177,7 +199,7 @@ async def list_runs(
     after = RunCursor.decode(cursor) if cursor is not None else None
     ctx = context(request)
     page = await ctx.store.page_runs(filters, limit=limit, after=after, offset=offset or 0)
-    served = await _served(ctx)
+    served = await _served(ctx, page.runs)
     more = page.next_cursor is not None
     return RunList(
         runs=[RunView.of(r, served) for r in page.runs],
@@ -331,12 +353,12 @@ async def get_run(
     """The newest run of the workflow id, or the run `run_id` of it."""
     ctx = context(request)
     run = await find_run(ctx.store, workflow_id, run_id)
-    view = RunView.of(run, await _served(ctx))
+    view = RunView.of(run, await _served(ctx, [run]))
     slot = await ctx.store.schedule_of_run(run.run_id)
     if slot is not None:
         view.schedule_id, view.schedule_slot = slot.schedule_id, slot.slot_at
     return view
 
 
-async def _served(ctx: ServerContext) -> Served:
-    return await serving(ctx.store, ctx.clock.now())
+async def _served(ctx: ServerContext, runs: Sequence[RunRecord] = ()) -> Served:
+    return await serving(ctx.store, ctx.clock.now(), runs)

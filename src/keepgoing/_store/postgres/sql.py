@@ -268,3 +268,10 @@ class PgConnection:
     def lock_key(self, key: str) -> None:
         """A transaction-scoped advisory lock on ``key`` (see ``sql/dialect.lock_key``)."""
         self.raw.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
+
+    def try_lock_key(self, key: str) -> bool:
+        """:meth:`lock_key` without waiting: False when another transaction holds it."""
+        (acquired,) = self.raw.execute(
+            "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AS acquired", (key,)
+        ).fetchone() or (False,)
+        return bool(acquired)

@@ -6,7 +6,8 @@
 -- workflows (runs, history, tasks, timers, messages, events, children, patches),
 -- volumes, attempt logs, its registry row and its stops, the orchestrator's
 -- service leases and metric rows (kept by a trigger on history, which runs with
--- the worker's privileges), and the ledger rows of its model calls. It is
+-- the worker's privileges), and the ledger rows of its model calls, and flow control's token buckets and
+-- declared limits. It is
 -- granted nothing on tokens, ui_sessions, secrets, audit_log, group_revisions,
 -- group_decisions or group_instances, and may only read worker_groups (a child
 -- run takes its queue's revision from it) and gateway_keys.
@@ -21,11 +22,13 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON
     volumes, volume_refs, volume_versions, volume_objects,
     attempt_logs, service_leases,
     metric_step_counts, metric_lease_counts, metric_step_bounds,
-    gateway_calls, gateway_spend
+    gateway_calls, gateway_spend,
+    limit_buckets, limits
 TO {role};
 -- A worker records its workflows' own retention policies (it could delete runs
 -- outright with the grants above, so the policy rows give it nothing more).
 GRANT SELECT, INSERT, UPDATE ON workflow_retention TO {role};
+GRANT SELECT, INSERT, UPDATE ON workflow_flow TO {role};
 GRANT SELECT ON worker_groups, gateway_keys TO {role};
 GRANT SELECT ON keepgoing_queue_work, keepgoing_revision_work, metric_step_buckets, metric_totals
 TO {role};

@@ -31,6 +31,9 @@ Lock order (PostgreSQL)
    it ends, the target of a message. Runs locked together in one sweep
    (``publish_event``) are locked in ``run_id`` order.
 4. Advisory locks on an event key, volume rows and metric counters last.
+   A flow-control admission (``sql/limits.py``) only *tries* its advisory lock
+   on a limit's key (``try_lock_key``) and skips the key when it is held, so it
+   never waits either.
 5. A gateway admission (``reserve_gateway_call``) locks its key's
    ``gateway_keys`` row and takes no other lock, so it never closes a cycle.
 
@@ -58,7 +61,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["lock_key"]
+__all__ = ["lock_key", "try_lock_key"]
 
 
 def lock_key(conn: Any, *parts: str) -> None:
@@ -70,3 +73,12 @@ def lock_key(conn: Any, *parts: str) -> None:
     lock = getattr(conn, "lock_key", None)
     if lock is not None:
         lock("\x1f".join(parts))
+
+
+def try_lock_key(conn: Any, *parts: str) -> bool:
+    """:func:`lock_key` that never waits: False when another transaction holds the key.
+
+    SQLite's single writer already serializes: there it is always True.
+    """
+    lock = getattr(conn, "try_lock_key", None)
+    return True if lock is None else bool(lock("\x1f".join(parts)))

@@ -22,6 +22,7 @@ from keepgoing._store.inspect_protocol import (
     RunPage,
     TaskState,
 )
+from keepgoing._store.sql import admission
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, value
@@ -62,6 +63,10 @@ class _PageRow(NamedTuple):
     retries: int
     rate_limited: int
     reviews_waiting: int
+    priority: int
+    admitted: int
+    flow_key: str | None
+    flow_limit: int | None
     row_order: int
 
 
@@ -114,12 +119,10 @@ def _conditions(
 ) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
-    if statuses and len(f.statuses) == 1:
-        where.append("status = ?")
-        params.append(f.statuses[0])
-    elif statuses and f.statuses:
-        where.append(f"status IN ({ops.marks(f.statuses)})")
-        params.extend(f.statuses)
+    if statuses and f.statuses:
+        rules = [admission.status_is(s) for s in f.statuses]
+        where.append("(" + " OR ".join(sql for sql, _ in rules) + ")")
+        params.extend(v for _, values in rules for v in values)
     if f.workflow_name is not None:
         where.append("workflow_name = ?")
         params.append(f.workflow_name)
@@ -180,18 +183,20 @@ def page_runs(
     take = limit + 1  # one more tells whether there is a next page
     if len(f.statuses) <= 1:
         if f.statuses:
-            where.insert(0, "status = ?")
-            params.insert(0, f.statuses[0])
+            clause, values = admission.status_is(f.statuses[0])
+            where.insert(0, clause)
+            params[:0] = values
         sql = f"SELECT {_PAGE_COLUMNS} FROM runs {_clause(where)} {_ORDER} LIMIT ? OFFSET ?"
         args: list[Any] = [*params, take, offset]
     else:
         parts, args = [], []
         for i, status in enumerate(f.statuses):
+            clause, values = admission.status_is(status)
             parts.append(
                 f"SELECT * FROM (SELECT {_PAGE_COLUMNS} FROM runs "
-                f"{_clause(['status = ?', *where])} {_ORDER} LIMIT ?) AS part{i}"
+                f"{_clause([clause, *where])} {_ORDER} LIMIT ?) AS part{i}"
             )
-            args.extend((status, *params, offset + take))
+            args.extend((*values, *params, offset + take))
         sql = f"{' UNION ALL '.join(parts)} {_ORDER} LIMIT ? OFFSET ?"
         args.extend((take, offset))
     rows = every(conn, _PageRow, sql, args)
@@ -265,7 +270,8 @@ def count_runs_by_status(conn: Connection, f: RunFilter) -> dict[str, int]:
     rows = every(
         conn,
         _Count,
-        f"SELECT status, COUNT(*) AS n FROM runs {_clause(where)} GROUP BY status",
+        f"SELECT {admission.STATUS_SHOWN} AS status, COUNT(*) AS n FROM runs "
+        f"{_clause(where)} GROUP BY {admission.STATUS_SHOWN}",
         params,
     )
     return {row.status: int(row.n) for row in sorted(rows)}

@@ -30,9 +30,24 @@ from typing import Any, NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._payload import encode, loads
 from keepgoing._store import records as rec
+from keepgoing._store.sql.admission import (
+    RUN_ORDER,
+    SLOT_FREE,
+    TASK_ORDER,
+    Candidate,
+    admit_claimed,
+)
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.failures import fail_attempt
 from keepgoing._store.sql.history import append
+from keepgoing._store.sql.limits import (
+    ADMITTED,
+    LIMIT_COLUMNS,
+    RENEWABLE,
+    LimitRow,
+    admit,
+    limit_row,
+)
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.sql.runs import (
     RUN_COLUMNS,
@@ -70,10 +85,6 @@ class TaskKey(NamedTuple):
     cmd: int
 
 
-class _RunId(NamedTuple):
-    run_id: str
-
-
 class _Lease(NamedTuple):
     lease_expires_at: float
 
@@ -101,18 +112,18 @@ def claim_activations(
     if not queues or not names or limit <= 0:
         return []
     pinned, pin = revision_rule(revision)
-    ids = [
-        r.run_id
-        for r in every(
-            conn,
-            _RunId,
-            "SELECT run_id FROM runs WHERE runnable = 1 AND status = 'running' "
-            f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
-            f"AND (lease_owner IS NULL OR lease_expires_at < ?){pinned} "
-            "ORDER BY runnable_since LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
-            (*queues, *names, now, *pin, limit),
-        )
-    ]
+    # A queued run is selected only with a free slot of its key; admit_claimed
+    # admits it (or leaves it queued when an earlier run here took the slot).
+    candidates = every(
+        conn,
+        Candidate,
+        f"SELECT {columns(Candidate)} FROM runs WHERE runnable = 1 AND status = 'running' "
+        f"AND task_queue IN ({marks(queues)}) AND workflow_name IN ({marks(names)}) "
+        f"AND (lease_owner IS NULL OR lease_expires_at < ?){pinned} AND {SLOT_FREE} "
+        f"ORDER BY {RUN_ORDER} LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
+        (*queues, *names, now, *pin, limit),
+    )
+    ids = admit_claimed(conn, candidates)
     if not ids:
         return []
     expires = now + lease_ttl
@@ -122,7 +133,7 @@ def claim_activations(
         f"WHERE run_id IN ({marks(ids)}) RETURNING {RUN_COLUMNS}",
         (worker_id, expires, *ids),
     )
-    order = {run_id: i for i, run_id in enumerate(ids)}  # oldest runnable first
+    order = {run_id: i for i, run_id in enumerate(ids)}  # in RUN_ORDER
     runs = sorted(claimed, key=lambda run: order[run.run_id])
     return [rec.ActivationClaim(run=run, fence=run.fence, lease_expires_at=expires) for run in runs]
 
@@ -141,6 +152,12 @@ def insert_task(
     what = f"the arguments of task {t.name!r}"
     args, kwargs = encode(t.args, what), encode(t.kwargs, what)
     deadline = now + t.timeout
+    limits, available_at = limit_row(t.limits), now
+    if owner is not None and limits != _UNLIMITED:
+        # The eager claim admits like any claim; held back, the task is inserted pending.
+        admission = admit(conn, limits, now)
+        if not admission.admitted:
+            owner, available_at = None, admission.retry_at or now
     # The eager claim: the task is inserted running, its lease capped by the one rule.
     lease, lease_params = (
         ("?", (None,)) if owner is None else _eager_lease(now, lease_ttl, deadline)
@@ -148,8 +165,10 @@ def insert_task(
     cursor = conn.execute(
         "INSERT INTO tasks (run_id, cmd, workflow_id, name, queue, status, args, kwargs, image, "
         "retries, retry_delay, timeout, max_worker_losses, attempt, fence, available_at, "
-        "started_at, deadline, lease_owner, lease_expires_at, operation_id) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease}, ?)"
+        f"started_at, deadline, lease_owner, lease_expires_at, operation_id, {_LIMITS}, "
+        "priority) "
+        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease}, ?, "
+        f"{marks(LIMIT_COLUMNS)}, (SELECT priority FROM runs WHERE run_id = ?))"
         f"{'' if owner is None else ' RETURNING lease_expires_at'}",
         (
             run_id,
@@ -167,12 +186,14 @@ def insert_task(
             t.max_worker_losses,
             1 if owner else 0,
             1 if owner else 0,
-            now,
+            available_at,
             now if owner else None,
             deadline if owner else None,
             owner,
             *lease_params,
             t.operation_id,
+            *limits,
+            run_id,
         ),
     )
     if owner is None:
@@ -198,6 +219,25 @@ def insert_task(
         image=t.image,
         operation_id=t.operation_id,
     )
+
+
+_UNLIMITED = LimitRow()
+_LIMITS = ", ".join(LIMIT_COLUMNS)
+
+
+class _Candidate(NamedTuple):
+    """A pending task a claim may take, with its limits."""
+
+    run_id: str
+    cmd: int
+    limit_name: str | None
+    limit_key: str | None
+    concurrency_cap: int | None
+    rate_name: str | None
+    rate_key: str | None
+    rate_tokens: int | None
+    rate_period: float | None
+    rate_burst: int | None
 
 
 def _eager_lease(now: float, lease_ttl: float, deadline: float) -> tuple[str, tuple[float, ...]]:
@@ -227,14 +267,25 @@ def claim_tasks(
         params = [revision]
     keys = every(
         conn,
-        TaskKey,
-        f"SELECT {columns(TaskKey)} FROM tasks WHERE status = 'pending' AND available_at <= ? "
-        f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}){pinned} "
-        "ORDER BY available_at LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
-        (now, *queues, *names, *params, limit),
+        _Candidate,
+        f"SELECT {columns(_Candidate)} FROM tasks WHERE status = 'pending' AND available_at <= ? "
+        f"AND queue IN ({marks(queues)}) AND name IN ({marks(names)}){pinned} AND {ADMITTED} "
+        f"ORDER BY {TASK_ORDER} LIMIT ? /*FOR UPDATE SKIP LOCKED*/",
+        (now, *queues, *names, *params, now, limit),
     )
     claims = []
+    counts: dict[tuple[str, str], int] = {}  # slots held per key, counted once per claim
     for key in keys:
+        limits = LimitRow(*key[2:])
+        if limits != _UNLIMITED:  # flow control: a slot and a token, or it waits pending
+            admission = admit(conn, limits, now, counts)
+            if not admission.admitted:
+                if admission.retry_at is not None:  # its token's instant: the next wake-up
+                    conn.execute(
+                        "UPDATE tasks SET available_at = ? WHERE run_id = ? AND cmd = ?",
+                        (admission.retry_at, key.run_id, key.cmd),
+                    )
+                continue
         row = one(
             conn,
             ClaimRow,
@@ -268,6 +319,7 @@ class _Expired(NamedTuple):
     attempt: int
     timeout: float
     lease_expires_at: float
+    limit_name: str | None
 
 
 class _Owner(NamedTuple):
@@ -338,8 +390,17 @@ def heartbeat(
             conn,
             TaskKey,
             f"UPDATE tasks SET lease_expires_at = {attempt_lease('deadline')} "
-            f"WHERE status = 'running' AND lease_owner = ?{only} RETURNING {columns(TaskKey)}",
-            (now, lease_ttl, lease_ttl, worker_id, *(v for key in keys or () for v in key)),
+            f"WHERE status = 'running' AND lease_owner = ? AND {RENEWABLE}{only} "
+            f"RETURNING {columns(TaskKey)}",
+            (
+                now,
+                lease_ttl,
+                lease_ttl,
+                worker_id,
+                now,
+                now,
+                *(v for key in keys or () for v in key),
+            ),
         )
     unknown = False
     if keys is not None and known_through is not None:
@@ -454,8 +515,13 @@ def reap_expired_leases(
         (now, *dead),
     )
     # A living owner keeps its expired leases until the deadline (it hands back
-    # the ones it does not know it holds itself, on its heartbeat).
-    kept = f" AND (lease_owner NOT IN ({marks(alive)}) OR deadline < ?)" if alive else ""
+    # the ones it does not know it holds itself, on its heartbeat), except a slot of
+    # a concurrency limit: that was given back when its lease expired.
+    kept = (
+        f" AND (lease_owner NOT IN ({marks(alive)}) OR deadline < ? OR limit_name IS NOT NULL)"
+        if alive
+        else ""
+    )
     expired = every(
         conn,
         _Expired,
@@ -469,7 +535,9 @@ def reap_expired_leases(
     for t in expired:
         state = states.get(t.lease_owner) if t.lease_owner is not None else None
         reason = reap_reason(
-            expired=t.lease_expires_at < now, past_deadline=now > t.deadline, owner_alive=state
+            expired=t.lease_expires_at < now,
+            past_deadline=now > t.deadline,
+            owner_alive=None if state and t.limit_name is not None else state,
         )
         if reason is None or not _lock_run_or_skip(conn, t.run_id):
             continue  # its run is being written: the next sweep reaps it

@@ -123,7 +123,7 @@ def start_child(conn: Connection, run: ops.CommandRun, child: ev.ChildStarted, n
     )
     try:
         started = ops.start_run(conn, request)
-    except WorkflowAlreadyRunningError as exc:
+    except (WorkflowAlreadyRunningError, InvalidRequestError) as exc:  # a limit's key too
         outcome = ev.ChildRunStarted(
             cmd=child.cmd, workflow_id=child.workflow_id, error=error_of(exc)
         )

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 from keepgoing._store.observe_protocol import ObserveStore, QueueDepth, StepMetrics
 from keepgoing._store.records import RunRecord
 from keepgoing._store.refused import name_refused
+from keepgoing._store.sql import admission
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import every
@@ -72,10 +73,14 @@ class SqlObserveMixin(ObserveStore):
         limit: int = 50,
         offset: int = 0,
     ) -> list[RunRecord]:
-        where, params = ["1 = 1"], []
+        where: list[str] = ["1 = 1"]
+        params: list[object] = []
+        if status is not None:
+            rule, values = admission.status_is(status)
+            where.append(rule)
+            params.extend(values)
         for clause, value in (
             ("workflow_name = ?", workflow_name),
-            ("status = ?", status),
             ("created_at >= ?", created_after),
             ("created_at < ?", created_before),
         ):

@@ -12,15 +12,17 @@ a run's ending settles are in ``commands``, above this module and ``messaging``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from keepgoing._history import events as ev
 from keepgoing._history.codec import encode_at
 from keepgoing._payload import encode, loads
+from keepgoing._run_flow import RunFlow
 from keepgoing._store import records as rec
+from keepgoing._store.sql import admission
 from keepgoing._store.sql.connection import Connection
-from keepgoing._store.sql.rows import columns, every, one
+from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.trouble import Trouble
 from keepgoing.errors import InvalidRequestError, WorkflowAlreadyRunningError
 
@@ -56,6 +58,10 @@ class RunRow(NamedTuple):
     retries: int
     rate_limited: int
     reviews_waiting: int
+    priority: int
+    admitted: int
+    flow_key: str | None
+    flow_limit: int | None
 
 
 class ClaimRow(NamedTuple):
@@ -100,13 +106,14 @@ def marks(values: Sequence[object]) -> str:
     return ",".join("?" * len(values))
 
 
-def run_record(r: RunRow) -> rec.RunRecord:
+def run_record(r: RunRow, queued_for: str | None = None) -> rec.RunRecord:
     error = loads(r.error) if r.error else None
+    queued = r.status == "running" and not r.admitted
     return rec.RunRecord(
         run_id=r.run_id,
         workflow_id=r.workflow_id,
         workflow_name=r.workflow_name,
-        status=r.status,
+        status="queued" if queued else r.status,
         input=loads(r.input),
         task_queue=r.task_queue,
         code_version=r.code_version,
@@ -128,6 +135,8 @@ def run_record(r: RunRow) -> rec.RunRecord:
         retry_blocked_at=r.retry_blocked_at,
         group_revision=r.group_revision,
         trouble=Trouble(r.worker_losses, r.retries, r.rate_limited, r.reviews_waiting),
+        priority=r.priority,
+        queued_for=queued_for if queued else None,
     )
 
 
@@ -139,7 +148,7 @@ def run_records(conn: Connection, sql: str, params: Sequence[Any] = ()) -> list[
 def one_run(conn: Connection, sql: str, params: Sequence[Any] = ()) -> rec.RunRecord | None:
     """The first run a statement returns, or None; it selects :data:`RUN_COLUMNS`."""
     row = one(conn, RunRow, sql, params)
-    return run_record(row) if row is not None else None
+    return _with_reason(conn, row) if row is not None else None
 
 
 def task_claim(t: ClaimRow) -> rec.TaskClaim:
@@ -165,7 +174,13 @@ def task_claim(t: ClaimRow) -> rec.TaskClaim:
 
 
 # -- runs ----------------------------------------------------------------------
-def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
+def start_run(
+    conn: Connection,
+    req: rec.StartRequest,
+    flow: tuple[RunFlow | None, str | None] | None = None,
+) -> rec.RunRecord:
+    """Start ``req``'s run, admitted or queued by its workflow's limit (``flow``: the
+    spec and key :func:`admission.start_flow` gave, when the caller has read them)."""
     open_run = one(
         conn,
         _RunId,
@@ -174,6 +189,11 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
     )
     if open_run is not None:
         raise WorkflowAlreadyRunningError(req.workflow_id, open_run.run_id)
+    spec, key = admission.start_flow(conn, req) if flow is None else flow
+    admitted = spec is None or key is None or admission.admit(conn, req.workflow_name, spec, key)
+    # A child or a successor keeps the priority of the run that started it.
+    inherit = req.parent_run_id or req.continued_from
+    priority = req.priority or (_priority_of(conn, inherit) if inherit is not None else 0)
     # A child or a successor keeps its parent's revision (where the parent is now,
     # after a move too), so a run and the runs it starts finish on one code.
     if req.revision_of is not None:
@@ -188,8 +208,9 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
         "INSERT INTO runs (run_id, workflow_id, workflow_name, status, input, task_queue, "
         "code_version, created_at, updated_at, next_seq, last_input_seq, runnable, "
         "runnable_since, parent_workflow_id, parent_run_id, parent_cmd, continued_from, "
-        "group_revision) "
-        f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?, {revision}) "
+        "group_revision, priority, flow_key, flow_limit, admitted) "
+        f"VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, 2, 1, 1, ?, ?, ?, ?, ?, {revision}, "
+        "?, ?, ?, ?) "
         f"RETURNING {RUN_COLUMNS}",
         (
             req.run_id,
@@ -206,6 +227,10 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
             req.parent_cmd,
             req.continued_from,
             of,
+            priority,
+            key,
+            None if spec is None else spec.limit,
+            1 if admitted else 0,
         ),
     )
     assert row is not None
@@ -224,16 +249,32 @@ def start_run(conn: Connection, req: rec.StartRequest) -> rec.RunRecord:
         "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, 1, ?, ?, ?)",
         (req.run_id, "WorkflowStarted", req.now, encode_at(started, 1, req.now)),
     )
-    return run_record(row)
+    return _with_reason(conn, row)
+
+
+def _priority_of(conn: Connection, run_id: str) -> int:
+    found = value(conn, "SELECT priority FROM runs WHERE run_id = ?", (run_id,))
+    return int(found) if found is not None else 0
+
+
+def _with_reason(conn: Connection, row: RunRow) -> rec.RunRecord:
+    """The run, saying what it waits for when it is queued."""
+    if row.status != "running" or row.admitted:
+        return run_record(row)
+    reason = admission.queue_reason(conn, row.workflow_name, row.flow_key, row.flow_limit)
+    return run_record(row, reason)
 
 
 def start_runs(
-    conn: Connection, requests: Sequence[rec.StartRequest]
+    conn: Connection,
+    requests: Sequence[rec.StartRequest],
+    start: Callable[[Connection, rec.StartRequest], rec.RunRecord] = start_run,
 ) -> list[tuple[rec.RunRecord, bool]]:
     """Every run started in the caller's one transaction, or an error that undoes them all.
 
     A request whose ``run_id`` already names a run of the same workflow name and
-    id is a repeat: that run, with False. Errors name the request (``start #i``).
+    id is a repeat: that run, with False; so is a start ``start`` answers with
+    another run (a singleton's ``skip``). Errors name the request (``start #i``).
     """
     started: list[tuple[rec.RunRecord, bool]] = []
     for i, req in enumerate(requests):
@@ -248,7 +289,8 @@ def start_runs(
             started.append((earlier, False))
             continue
         try:
-            started.append((start_run(conn, req), True))
+            run = start(conn, req)
+            started.append((run, run.run_id == req.run_id))
         except WorkflowAlreadyRunningError as exc:
             exc.add_note(f"start #{i} of the batch; none of the batch was started")
             raise
@@ -280,8 +322,9 @@ def list_runs(
         where.append("workflow_name = ?")
         params.append(workflow_name)
     if status is not None:
-        where.append("status = ?")
-        params.append(status)
+        clause, values = admission.status_is(status)
+        where.append(clause)
+        params.extend(values)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     return run_records(
         conn,

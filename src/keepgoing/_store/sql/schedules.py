@@ -37,11 +37,11 @@ from keepgoing._store.schedules_protocol import (
     ScheduleRecord,
     ScheduleStore,
 )
-from keepgoing._store.sql import commands
-from keepgoing._store.sql import runs as ops
+from keepgoing._store.sql import commands, singletons
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import every, one, value
 from keepgoing.errors import (
+    InvalidRequestError,
     ScheduleExistsError,
     ScheduleNotFoundError,
     WorkflowAlreadyRunningError,
@@ -301,9 +301,13 @@ def _start(
         now=now,
     )
     try:
-        ops.start_run(conn, request)
+        run = singletons.start_run(conn, request)
     except WorkflowAlreadyRunningError:
         return _record(conn, replace(action, reason=f"{action.workflow_id} has an open run"))
+    except InvalidRequestError as exc:  # a limit keyed by a function only code can compute
+        return _record(conn, replace(action, reason=str(exc)))
+    if run.run_id != run_id:  # a singleton's skip: its key's run is open
+        return _record(conn, replace(action, reason=f"singleton: run {run.run_id} is open"))
     started = ScheduleAction(
         action.schedule_id,
         action.slot_at,

@@ -28,17 +28,20 @@ from keepgoing._history.events import (
     WorkflowFailed,
 )
 from keepgoing._procinfo import in_tree
+from keepgoing._run_flow import RunFlow
 from keepgoing._runtime.context import current_task_context
 from keepgoing._store import records as rec
 from keepgoing._store import worker_stops as stop_rules
 from keepgoing._store.protocol import Store
 from keepgoing._store.refused import name_refused
 from keepgoing._store.sql import (
+    admission,
     commands,
     history,
     leases,
     messaging,
     reviews,
+    singletons,
     tasks,
     worker_stops,
     workers,
@@ -49,6 +52,7 @@ from keepgoing._store.sql.auth import SqlAuthMixin
 from keepgoing._store.sql.gateway import SqlGatewayMixin
 from keepgoing._store.sql.groups import SqlGroupsMixin
 from keepgoing._store.sql.inspect import SqlInspectMixin, save_attempt_log
+from keepgoing._store.sql.limits import SqlLimitsMixin
 from keepgoing._store.sql.observe import SqlObserveMixin
 from keepgoing._store.sql.recovery import SqlRecoveryMixin
 from keepgoing._store.sql.retention import SqlRetentionMixin
@@ -75,6 +79,7 @@ class SqlStore(
     SqlSchedulesMixin,
     SqlRecoveryMixin,
     SqlRetentionMixin,
+    SqlLimitsMixin,
     Store,
 ):
     """A :class:`Store` over SQL; a dialect supplies the transport and the liveness probe."""
@@ -105,7 +110,7 @@ class SqlStore(
 
     # -- runs --------------------------------------------------------------------
     async def start_run(self, request: rec.StartRequest) -> rec.RunRecord:
-        run: rec.RunRecord = await self._write(lambda c: ops.start_run(c, request), True)
+        run: rec.RunRecord = await self._write(lambda c: singletons.start_run(c, request), True)
         return run
 
     async def start_runs(
@@ -113,7 +118,8 @@ class SqlStore(
     ) -> list[tuple[rec.RunRecord, bool]]:
         batch = list(requests)
         runs: list[tuple[rec.RunRecord, bool]] = await self._write(
-            lambda c: ops.start_runs(c, batch), lambda done: any(new for _, new in done)
+            lambda c: ops.start_runs(c, batch, singletons.start_run),
+            lambda done: any(new for _, new in done),
         )
         return runs
 
@@ -221,7 +227,12 @@ class SqlStore(
             lambda c: _complete_with_log(c, outcome, fast),
             lambda r: (
                 r.accepted
-                and (r.activation is None or fast is None or _wakes(fast.commands, r.activation))
+                and (
+                    r.freed_slot  # a slot of a concurrency limit frees: wake the claims
+                    or r.activation is None
+                    or fast is None
+                    or _wakes(fast.commands, r.activation)
+                )
             ),
         )
         return result
@@ -384,6 +395,14 @@ class SqlStore(
         self, names: Sequence[str], queues: Sequence[str], now: float
     ) -> None:
         await self._write(lambda c: workers.record_workflows(c, list(names), list(queues), now))
+
+    async def record_flows(self, flows: Mapping[str, RunFlow | None], now: float) -> None:
+        if flows:
+            await self._write(lambda c: admission.record_flows(c, dict(flows), now))
+
+    async def run_flows(self) -> dict[str, RunFlow]:
+        flows: dict[str, RunFlow] = await self._read(admission.recorded_flows)
+        return flows
 
     async def known_workflows(self) -> dict[str, list[str]]:
         known: dict[str, list[str]] = await self._read(workers.known_workflows)

@@ -45,6 +45,7 @@ class _Done(NamedTuple):
 
     cmd: int
     calls: bool
+    limited: bool
 
 
 # ``fenced``: the fast activation's fence still holds (its parameter comes first).
@@ -83,7 +84,7 @@ def complete_task(
         _Done,
         "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
         f"WHERE run_id = ? AND cmd = ? AND {FENCED} RETURNING cmd, "
-        f"EXISTS ({OPEN_CALLS}) AS calls",
+        f"EXISTS ({OPEN_CALLS}) AS calls, limit_name IS NOT NULL AS limited",
         (o.run_id, o.cmd, o.fence, o.run_id, o.cmd, o.attempt),
     )
     if done_row is None:
@@ -97,11 +98,14 @@ def complete_task(
     done = ev.TaskCompleted(
         cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
     )
+    freed = bool(done_row.limited)
     if fast is not None and _unchanged(run, fast, o.now):
         activation = _apply_fast(conn, o.run_id, o.worker_id, o.now, fast, done, run)
-        return rec.TaskOutcomeResult(accepted=True, final=True, activation=activation)
+        return rec.TaskOutcomeResult(
+            accepted=True, final=True, activation=activation, freed_slot=freed
+        )
     append(conn, o.run_id, [done], o.now, next_seq=run.next_seq)
-    return rec.TaskOutcomeResult(accepted=True, final=True)
+    return rec.TaskOutcomeResult(accepted=True, final=True, freed_slot=freed)
 
 
 def fire_timer(

@@ -126,7 +126,10 @@ function render(runs) {
 function row(r) {
   // The markers the server worded; the status column already says blocked or waiting.
   const flags = markerChips(r.markers, { skip: ["blocked", "waiting_for_review"] });
-  if (r.waiting_for) flags.push(el("span", { class: "flag waiting", title: r.waiting_for }, "◷ waiting for a worker"));
+  if (r.waiting_for) {
+    const what = r.status === "queued" ? "◷ queued for a slot" : "◷ waiting for a worker";
+    flags.push(el("span", { class: "flag waiting", title: r.waiting_for }, what));
+  }
   if (r.status === "blocked") {
     flags.push(el("details", { class: "flag blocked" }, el("summary", {}, "⚠ blocked: show the diff"), el("pre", { class: "code" }, r.blocked_reason || "")));
   }

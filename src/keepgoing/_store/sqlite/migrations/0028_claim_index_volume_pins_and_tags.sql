@@ -1,10 +1,6 @@
--- The run claim (_store/sql/leases.py claim_activations) filters on the
--- workflow name and orders by runnable_since: this index matches it exactly
--- and holds only runnable runs, so a claim never walks the ended runs a store
--- keeps (the planner otherwise took runs_name_created and read every run of
--- the name).
-CREATE INDEX runs_claimable ON runs (workflow_name, runnable_since)
-    WHERE runnable = 1 AND status = 'running';
+-- The run claim reads the partial index runs_runnable (migration 0027), which
+-- holds only runnable runs in claim order, so a store that keeps many ended
+-- runs claims as fast as an empty one (tests/unit/_store/test_claim_plans.py).
 
 -- Volume read pins: each version a run read, recorded in the transaction of
 -- the read; a version an open run read is never dropped by volume retention
