@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pytest
 
 from keepgoing._demo import routes
-from keepgoing._demo.digest import deploy_agent
+from keepgoing._demo.digest import KILL_STEP, deploy_agent
 from keepgoing._demo.record import recorded
 from keepgoing._demo.stack import LocalStack
 from keepgoing._demo.usecases import USE_CASES, DemoStack, Evidence, UseCase
@@ -138,6 +138,11 @@ def _kill_from_the_page(page: Any, demo: LocalStack, workflow_id: str) -> bool:
             return False
         if not page.locator("#demo-kill").is_enabled():
             page.wait_for_timeout(50)  # the page refreshes its runs every 2 s
+            continue
+        # Press while a model call runs: a lookup the directory's limit let through
+        # takes a millisecond, and a kill aimed at it lands after it has finished.
+        if off_thread(lambda: demo._running_step(workflow_id, KILL_STEP)) is None:
+            page.wait_for_timeout(20)
             continue
         answers = page.locator("#demo-kill").get_attribute("data-answers") or "0"
         page.click("#demo-kill")

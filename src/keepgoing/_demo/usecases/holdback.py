@@ -6,8 +6,8 @@ second across all its callers, and answers 429 to a caller over that rate
 refusals: each one costs a failed attempt and a retry delay. Instead
 ``lookup_customer`` carries ``rate_limit="directory"``, a named limit of the same
 two a second shared by every worker, so the claim holds a lookup back until a
-token is free, and the directory sees no more than it allows. The run's timeline
-shows the lookup waiting (rate-limited by directory), not failing.
+token is free, and the directory sees no more than it allows. The run's lookups
+start one every half second, and none has a failed attempt.
 
 The scenario is one batch of eight tickets, whose eight customers the agent looks
 up at once. Its evidence comes from the run's history (when each lookup was
@@ -142,8 +142,7 @@ HOLDBACK = UseCase(
     area="Flow control",
     summary="Retries recover from a 429 once it has happened, at a failed attempt and a "
     "delay each. A rate limit matching the customer directory's quota holds each lookup "
-    "back until its turn instead, holding no worker: the run's timeline shows it waiting, "
-    "rate-limited by directory, and no failed attempts.",
+    "back until its turn instead, holding no worker: the lookups wait, and none fails.",
     start=start,
     headless=headless,
 )
