@@ -64,7 +64,7 @@ def test_dir_0429_holds_the_lookups_back_instead_of_retrying_429s(stack: Process
     assert all(later - first >= 0.9 for first, later in zip(starts, starts[2:], strict=False))
 
 
-@pytest.mark.parametrize("key", ["OP-4C01", "JOB-B772"])
+@pytest.mark.parametrize("key", ["OP-4C01", "JOB-B772", "DIR-0429"])
 def test_on_postgresql(pg_stack: ProcessStack, key: str) -> None:
     _run(pg_stack, key)
 
@@ -75,6 +75,7 @@ def test_each_scenario_starts_live(stack: ProcessStack) -> None:
     client = stack.client
     assert client.result(started["TKT-2418"], timeout=60)["routing"]["queue"] == "billing-refunds"
     assert client.result(started["JOB-B772"], timeout=60)["status"] == "reconciled"
+    assert client.result(started["DIR-0429"], timeout=60)["tickets"] == 8
     review_id = started["OP-4C01"]
     lookup_id = review_id.removesuffix("-review") + "-lookup"
     assert client.result(lookup_id, timeout=60)["crm"]["recovered_by_lookup"] is True
