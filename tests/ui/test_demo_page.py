@@ -194,6 +194,25 @@ def test_a_use_case_card_starts_its_scenario_and_opens_the_run(
     assert workflow_id in page.text_content(".use-case[data-key='TNY-0001']")
 
 
+def test_the_held_back_card_runs_its_lookups_within_the_directory_quota(
+    context: Any, demo: LocalStack
+) -> None:
+    page = open_page(context, f"{demo.server_url}/demo")
+    card = page.locator(".use-case[data-key='DIR-0429']")
+    card.wait_for()
+    assert "Held back, not retried" in card.text_content()
+    assert "Flow control" in card.text_content()
+    page.locator("[data-start='DIR-0429']").click()
+    page.wait_for_url(re.compile(r"/run\?id=DIR-0429-"))
+    workflow_id = page.url.split("id=", 1)[1]
+    assert off_thread(lambda: demo.client.result(workflow_id, timeout=120))["tickets"] == 8
+    lookups = lookups_of(off_thread(lambda: demo.client.history(workflow_id)))
+    assert lookups.lookups == 8 and lookups.held >= 4 and lookups.longest >= 1.5
+    assert lookups.refused <= 1 and not lookups.failed
+    expect_text(page, "main", "completed")
+    assert page.errors == []
+
+
 def test_the_recorded_run_replays_from_the_demo_page(context: Any, demo: LocalStack) -> None:
     recording = (
         Path(__file__).resolve().parents[2]
