@@ -224,8 +224,8 @@ def fetch_ticket(ticket_id: str) -> dict[str, Any]:
 def lookup_customer(customer_id: str) -> dict[str, Any]:
     """Tool: the customer directory, which refuses callers over its quota (429). The
     ``directory`` limit holds the lookups back to that quota before they are sent; a
-    429 can still happen (another client of the directory, a clock step), and the
-    task's retries cover it."""
+    429 can still happen (the directory counts other callers too), and the task's
+    retries cover it."""
     if not _directory_admits(customer_id):
         raise RateLimitedError("429 Too Many Requests from the customer directory; retry in 1s")
     customer = _inbox_file(f"customers/{customer_id}.json")
