@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from keepgoing._client.orchestrator import TriggerWatch
@@ -308,7 +308,7 @@ class StoreBackend(StoreRecoveryCalls):
 
         async def read() -> WorkflowRun:
             found = await self._find(run.workflow_id, run.run_id)
-            view = WorkflowRun.from_record(found, await self._served())
+            view = WorkflowRun.from_record(found, await self._served([found]))
             slot = await self._store.schedule_of_run(found.run_id)
             if slot is None:
                 return view
@@ -318,8 +318,8 @@ class StoreBackend(StoreRecoveryCalls):
 
         return self._portal.call(read())
 
-    async def _served(self) -> Served:
-        return await serving(self._store, system_clock.now())
+    async def _served(self, runs: Sequence[RunRecord] = ()) -> Served:
+        return await serving(self._store, system_clock.now(), runs)
 
     def history(self, run: RunRef) -> list[Event]:
 
@@ -344,7 +344,7 @@ class StoreBackend(StoreRecoveryCalls):
                 limit=query.limit,
                 offset=query.offset,
             )
-            served = await self._served() if any(r.status == "running" for r in runs) else None
+            served = await self._served(runs) if any(r.status == "running" for r in runs) else None
             return [WorkflowRun.from_record(r, served) for r in runs]
 
         return self._portal.call(read())
@@ -439,7 +439,8 @@ class StoreBackend(StoreRecoveryCalls):
 
         async def read() -> RunsPage:
             page = await self._store.page_runs(filters, limit=limit, after=after)
-            served = await self._served() if any(r.status == "running" for r in page.runs) else None
+            running = any(r.status == "running" for r in page.runs)
+            served = await self._served(page.runs) if running else None
             return RunsPage(
                 [WorkflowRun.from_record(r, served) for r in page.runs],
                 page.next_cursor.encode() if page.next_cursor is not None else None,

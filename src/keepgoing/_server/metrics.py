@@ -1,7 +1,7 @@
 """``/metrics`` in the Prometheus text format (version 0.0.4), by ``prometheus_client``.
 
 Store-wide views (runs by status, queue depth, workers, step latency, lease
-expiries, the gateway's ledger) are the same whichever server is scraped; the
+expiries, flow control's limits, the gateway's ledger) are the same whichever server is scraped; the
 ``keepgoing_server_*`` series are this process's own (its orchestrator and its
 HTTP requests). Each scrape reads the store once and hands every family, the
 gateway's too, to one registry that ``generate_latest`` writes out.
@@ -21,6 +21,7 @@ from prometheus_client.metrics_core import Metric
 
 from keepgoing._gateway.metrics import gateway_families
 from keepgoing._server.context import ServerContext
+from keepgoing._store.limits_protocol import LimitUse
 from keepgoing._store.observe_protocol import STEP_BUCKETS
 
 __all__ = ["CONTENT_TYPE", "render"]
@@ -42,6 +43,7 @@ class _Scrape:
 
 async def render(ctx: ServerContext) -> str:
     families = await _store_families(ctx)
+    families += _limit_families(await ctx.store.limit_use(ctx.clock.now()))
     families += gateway_families(await ctx.store.gateway_usage_by_model())
     families += _server_families(ctx)
     registry = CollectorRegistry(auto_describe=False)
@@ -93,6 +95,32 @@ async def _store_families(ctx: ServerContext) -> list[Metric]:
         value=steps.lease_expiries,
     )
     return [runs, depth, items, live, hung, duration, expiries]
+
+
+def _limit_families(use: list[LimitUse]) -> list[Metric]:
+    held = GaugeMetricFamily(
+        "keepgoing_limit_slots_held",
+        "Concurrency slots held now (attempts running with an unexpired lease), per limit.",
+        labels=["limit"],
+    )
+    slots = GaugeMetricFamily(
+        "keepgoing_limit_slots",
+        "A concurrency limit's slots (per key, for a keyed limit).",
+        labels=["limit"],
+    )
+    tokens = GaugeMetricFamily(
+        "keepgoing_limit_tokens",
+        "Tokens in a rate limit's bucket now (a limit without a key).",
+        labels=["limit"],
+    )
+    for u in use:
+        name = u.limit.name
+        if u.limit.concurrency_cap is not None:
+            held.add_metric([name], u.held)
+            slots.add_metric([name], u.limit.concurrency_cap)
+        if u.tokens is not None:
+            tokens.add_metric([name], u.tokens)
+    return [held, slots, tokens]
 
 
 def _server_families(ctx: ServerContext) -> list[Metric]:

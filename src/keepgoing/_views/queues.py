@@ -3,20 +3,27 @@ serve (the client, the HTTP API and the CLI share both)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from typing import Any
 
 from keepgoing._store.observe_protocol import QueueDepth
 from keepgoing._store.protocol import Store
+from keepgoing._store.records import RunRecord
 from keepgoing._views.catalog import known_queues
-from keepgoing._views.waiting import Served, served_workflows
+from keepgoing._views.waiting import Served, held_back, served_workflows
 
 __all__ = ["queue_summary", "serving"]
 
 
-async def serving(store: Store, now: float) -> Served:
-    """What a run's ``waiting_for`` is read against: the pairs live workers serve, and
-    the queues anything has served."""
-    return served_workflows(await store.list_workers(), now, await known_queues(store))
+async def serving(store: Store, now: float, runs: Iterable[RunRecord] = ()) -> Served:
+    """What a run's ``waiting_for`` is read against: the pairs live workers serve, the
+    queues anything has served, and what limits hold back the tasks of ``runs``."""
+    served = served_workflows(await store.list_workers(), now, await known_queues(store))
+    waiting = [r.run_id for r in runs if r.status == "running" and not r.runnable]
+    if not waiting:
+        return served
+    return dataclasses.replace(served, limited=held_back(await store.limit_waits(waiting, now)))
 
 
 async def queue_summary(store: Store, now: float) -> list[dict[str, Any]]:

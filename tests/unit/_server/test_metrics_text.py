@@ -13,6 +13,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from keepgoing._server import metrics
+from keepgoing._store.limits_protocol import DeclaredLimit, LimitUse
 from keepgoing._store.observe_protocol import STEP_BUCKETS
 
 
@@ -45,6 +46,11 @@ class _Store:
             total_seconds=1.25,
             lease_expiries=7,
         )
+
+    async def limit_use(self, now: float) -> list[LimitUse]:
+        lookup = DeclaredLimit("lookup_customer", concurrency_cap=2, keyed=True)
+        crm = DeclaredLimit("crm", rate_tokens=20, rate_period=1.0, rate_burst=5)
+        return [LimitUse(crm, waiting=3, tokens=2.5), LimitUse(lookup, held=4, waiting=1)]
 
     async def gateway_usage_by_model(self) -> list[Any]:
         row = types.SimpleNamespace(
@@ -88,6 +94,10 @@ def test_every_series_has_its_value() -> None:
     assert at("keepgoing_step_duration_seconds_sum") == 1.25
     assert at("keepgoing_step_duration_seconds_count") == len(STEP_BUCKETS) + 2
     assert at("keepgoing_lease_expiries_total") == 7
+    assert at("keepgoing_limit_slots_held", limit="lookup_customer") == 4
+    assert at("keepgoing_limit_slots", limit="lookup_customer") == 2
+    assert at("keepgoing_limit_tokens", limit="crm") == 2.5
+    assert ("keepgoing_limit_slots", frozenset({("limit", "crm")})) not in samples
     by = {"model": "gpt", "provider": ""}
     assert at("keepgoing_gateway_calls_total", **by, outcome="ok") == 4
     assert at("keepgoing_gateway_calls_total", **by, outcome="error") == 1
@@ -122,6 +132,9 @@ def test_the_text_names_each_family_once_with_its_type() -> None:
         "keepgoing_worker_hung_threads": "gauge",
         "keepgoing_step_duration_seconds": "histogram",
         "keepgoing_lease_expiries_total": "counter",
+        "keepgoing_limit_slots_held": "gauge",
+        "keepgoing_limit_slots": "gauge",
+        "keepgoing_limit_tokens": "gauge",
         "keepgoing_gateway_calls_total": "counter",
         "keepgoing_gateway_tokens_total": "counter",
         "keepgoing_gateway_cost_usd_total": "counter",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -177,7 +178,7 @@ async def list_runs(
     after = RunCursor.decode(cursor) if cursor is not None else None
     ctx = context(request)
     page = await ctx.store.page_runs(filters, limit=limit, after=after, offset=offset or 0)
-    served = await _served(ctx)
+    served = await _served(ctx, page.runs)
     more = page.next_cursor is not None
     return RunList(
         runs=[RunView.of(r, served) for r in page.runs],
@@ -331,12 +332,12 @@ async def get_run(
     """The newest run of the workflow id, or the run `run_id` of it."""
     ctx = context(request)
     run = await find_run(ctx.store, workflow_id, run_id)
-    view = RunView.of(run, await _served(ctx))
+    view = RunView.of(run, await _served(ctx, [run]))
     slot = await ctx.store.schedule_of_run(run.run_id)
     if slot is not None:
         view.schedule_id, view.schedule_slot = slot.schedule_id, slot.slot_at
     return view
 
 
-async def _served(ctx: ServerContext) -> Served:
-    return await serving(ctx.store, ctx.clock.now())
+async def _served(ctx: ServerContext, runs: Sequence[RunRecord] = ()) -> Served:
+    return await serving(ctx.store, ctx.clock.now(), runs)

@@ -171,7 +171,7 @@ async def _runs(ctx: ServerContext, resume: float | None) -> AsyncIterator[bytes
                 change = "status" if before[1] != run.status else "updated"
             seen[run.run_id] = (run.updated_at, run.status)
             if served is None:
-                served = await serving(store, ctx.clock.now())
+                served = await serving(store, ctx.clock.now(), changed)
             view = RunView.of(run, served).model_dump(mode="json")
             frames.append(
                 frame({"change": change, "run": view}, event="run", event_id=read_at - LOOKBACK)

@@ -1,4 +1,4 @@
-"""Workers and queues, with the depth of each queue."""
+"""Workers and queues, with the depth of each queue, and the flow-control limits."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from keepgoing._server.auth import ReadsRuns
 from keepgoing._server.context import context
+from keepgoing._server.limit_schemas import LimitList, LimitView
 from keepgoing._server.routes._common import PREFIX, STRICT, documented
 from keepgoing._server.schemas import QueueList, QueueView, WorkerList, WorkerView
 from keepgoing._views.queues import queue_summary
@@ -32,3 +33,11 @@ async def list_queues(request: Request, _: ReadsRuns) -> QueueList:
     ctx = context(request)
     rows = await queue_summary(ctx.store, ctx.clock.now())
     return QueueList(queues=[QueueView(**row) for row in rows])
+
+
+@router.get("/limits", response_model=LimitList, responses=documented(), summary="List limits")
+async def list_limits(request: Request, _: ReadsRuns) -> LimitList:
+    """Every concurrency and rate limit the workers declared at their start, with its
+    use now: slots held, attempts waiting, tokens in the bucket."""
+    ctx = context(request)
+    return LimitList(limits=[LimitView.of(u) for u in await ctx.store.limit_use(ctx.clock.now())])

@@ -1,5 +1,6 @@
 // Workers: live workers (what they serve, their heartbeat), the workers the store
-// marked lost (when and why; no Kill), queues and their depth. Worker groups and the
+// marked lost (when and why; no Kill), queues and their depth, the flow-control
+// limits with their use. Worker groups and the
 // gateway's usage appear once the server offers them.
 
 import { api, can, clear, el, fmtDur, offers, report, timeEl, toast } from "./api.js";
@@ -7,7 +8,7 @@ import { fmtCost, fmtTokens } from "./cost.js";
 
 async function load() {
   try {
-    const [workers, queues] = await Promise.all([api("/api/v1/workers"), api("/api/v1/queues")]);
+    const [workers, queues, limits] = await Promise.all([api("/api/v1/workers"), api("/api/v1/queues"), api("/api/v1/limits")]);
     const now = Date.now() / 1000;
     const killable = can("workers.kill") && (await offers("/api/v1/workers/{worker_id}/kill"));
     clear(
@@ -66,6 +67,23 @@ async function load() {
     clear(
       document.getElementById("queues-body"),
       queues.queues.map((q) => el("tr", {}, el("td", {}, q.queue), el("td", {}, String(q.runnable_runs ?? "")), el("td", {}, String(q.ready_tasks ?? "")), el("td", {}, String(q.delayed_tasks ?? "")), el("td", {}, String(q.running_tasks ?? "")), el("td", {}, String(q.workers ?? "")))),
+    );
+    clear(
+      document.getElementById("limits-body"),
+      limits.limits.length
+        ? limits.limits.map((l) =>
+            el(
+              "tr",
+              { dataset: { limit: l.name } },
+              el("td", {}, el("code", {}, l.name)),
+              el("td", {}, l.concurrency == null ? "—" : `${l.concurrency}${l.keyed ? " per key" : ""}`),
+              el("td", {}, l.rate == null ? "—" : `${l.rate}, burst ${l.burst}`),
+              el("td", {}, l.concurrency == null ? "—" : `${l.held}${l.keyed ? "" : ` / ${l.concurrency}`}`),
+              el("td", {}, String(l.waiting)),
+              el("td", {}, l.tokens == null ? "—" : l.tokens.toFixed(1)),
+            ),
+          )
+        : el("tr", {}, el("td", { colspan: "6", class: "muted" }, "No task declares a limit.")),
     );
   } catch (error) {
     clear(document.getElementById("workers-body"), el("tr", {}, el("td", { colspan: "7", class: "error", role: "alert" }, error.message)));
