@@ -55,6 +55,8 @@ def test_job_b772_holds_no_replica_while_it_waits_and_resumes_on_the_event(
 def test_dir_0429_holds_the_lookups_back_instead_of_retrying_429s(stack: ProcessStack) -> None:
     evidence = _run(stack, "DIR-0429")
     assert any("held back before they were sent" in line for line in evidence.lines)
+    said = "the run said: 'rate-limited by directory until "
+    assert any(said in line for line in evidence.lines)
     # Measured apart from the evidence: the directory's own log, one line per request.
     log = (stack.workdir / "directory" / "directory.log").read_text().splitlines()
     answers = [line.split() for line in log]

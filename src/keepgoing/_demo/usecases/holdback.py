@@ -7,12 +7,14 @@ refusals: each one costs a failed attempt and a retry delay. Instead
 ``lookup_customer`` carries ``rate_limit="directory"``, a named limit of the same
 two a second shared by every worker, so the claim holds a lookup back until a
 token is free, and the directory sees no more than it allows. The run's lookups
-start one every half second, and none has a failed attempt.
+start one every half second, none has a failed attempt, and while they wait the
+run says so ("rate-limited by directory until 12:00:01.250").
 
 The scenario is one batch of eight tickets, whose eight customers the agent looks
 up at once. Its evidence comes from the run's history (when each lookup was
-scheduled and when its first attempt started; the attempts that failed) and from
-the directory's own log of its answers.
+scheduled and when its first attempt started; the attempts that failed), from
+what the run says it waits for while it runs, and from the directory's own log of
+its answers.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from keepgoing._demo.files import tickets_file
 from keepgoing._demo.support import Pace, deploy_agent
 from keepgoing._demo.usecases.base import DemoStack, Evidence, UseCase
-from keepgoing._demo.usecases.common import Facts, short_id
+from keepgoing._demo.usecases.common import Facts, short_id, wait_for
 from keepgoing._history import events as ev
 from keepgoing.errors import UnknownWorkflowWarning
 
@@ -118,6 +120,7 @@ def headless(stack: DemoStack, out: Callable[[str], None]) -> Evidence:
     out(f"{KEY} · Held back, not retried: {TICKETS} customers looked up at once, {PER_SECOND}/s")
     workflow_id = start(stack)
     out(f"  started {workflow_id}; its lookups wait for the directory limit")
+    said = _waiting_said(stack, workflow_id)
     stack.client.result(workflow_id, timeout=120 if stack.fast else 600)
     history = stack.client.history(workflow_id)
     found = lookups_of(history)
@@ -129,11 +132,35 @@ def headless(stack: DemoStack, out: Callable[[str], None]) -> Evidence:
         found.line(),
     )
     facts.check(
+        said is not None,
+        f"while they waited the run said: {said!r}"
+        if said
+        else "the run never said it was rate-limited by directory",
+    )
+    facts.check(
         refused <= 1 and requests >= found.lookups,
         f"the directory's log: {requests} requests, {refused} answered 429 (its quota "
         f"refuses all but {PER_SECOND} of {TICKETS} sent at once)",
     )
     return Evidence(KEY, tuple(facts.lines), facts.ok)
+
+
+def _waiting_said(stack: DemoStack, workflow_id: str) -> str | None:
+    """What the run says it waits for while the limit holds a lookup back (as its page
+    and ``keepgoing show`` say it), or None if the run ended without saying so."""
+
+    def said() -> str | None:
+        run = stack.client.get_run(workflow_id)
+        text = run.waiting_for or ""
+        if "rate-limited by directory" in text:
+            return text
+        return "" if run.status == "running" else "-"
+
+    try:
+        found = wait_for(lambda: said() or None, 60 if stack.fast else 300, "a lookup to wait")
+    except TimeoutError:
+        return None
+    return None if found == "-" else found
 
 
 HOLDBACK = UseCase(
@@ -142,7 +169,8 @@ HOLDBACK = UseCase(
     area="Flow control",
     summary="Retries recover from a 429 once it has happened, at a failed attempt and a "
     "delay each. A rate limit matching the customer directory's quota holds each lookup "
-    "back until its turn instead, holding no worker: the lookups wait, and none fails.",
+    "back until its turn instead, holding no worker: the run says it is rate-limited by "
+    "directory, and no lookup fails.",
     start=start,
     headless=headless,
 )
