@@ -9,6 +9,11 @@ Kill the worker mid-step and a fresh one retries that step alone; finished steps
 are never run again. Between batches the agent waits on a durable timer, during
 which its scale-to-zero group runs no worker at all.
 
+The customer directory allows two lookups a second. The agent looks up a batch's
+customers at once, and the named limit ``directory`` (the same two a second, shared
+by every worker) holds the lookups back until their turn, instead of sending them
+to be refused with 429 and retried.
+
 Its memory is the volume ``support-digest``: ``scratchpad.md`` (a line per
 ticket), ``notes.md`` (a section per batch), ``report.md`` and ``lessons.md``.
 Every write is a version, committed with the step that made it, and the next
@@ -33,15 +38,15 @@ Deploy it as a worker group and trigger it: ``deploy.py`` next to this file.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import tempfile
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
-from keepgoing import Volume, gateway, operation_id, task, workflow
+from keepgoing import Volume, gateway, limits, task, workflow
 
 MEMORY = "support-digest"  # the agent's memory volume
 INBOX = "support-inbox"  # the helpdesk's export of the week (see load_inbox)
@@ -166,21 +171,44 @@ def _inbox_file(name: str) -> dict[str, Any] | None:
     return value
 
 
-def _throttled(customer_id: str) -> bool:
-    """The directory's quota, made deterministic: the first request of a lookup for
-    one customer in three is refused with 429 (it remembers the lookup's operation
-    id, as a rate limiter remembers a client); the retry goes through."""
-    if zlib.crc32(customer_id.encode()) % 3:
-        return False
+DIRECTORY_PER_SECOND = 2  # the customer directory's quota: 2 lookups a second, all callers
+# The same quota on our side: a named limit every worker on the store shares, so the
+# lookups wait for their turn (holding no worker) instead of being refused.
+limits.define("directory", rate=f"{DIRECTORY_PER_SECOND}/s")
+
+
+def _directory_state() -> Path:
     folder = Path(os.environ.get("SUPPORT_DIGEST_STATE") or tempfile.gettempdir())
     folder.mkdir(parents=True, exist_ok=True)
-    ledger = folder / "directory-429.log"
-    key = operation_id()
-    if ledger.exists() and key in ledger.read_text(encoding="utf-8").split():
-        return False
-    with open(ledger, "a", encoding="utf-8") as out:
-        out.write(key + "\n")
-    return True
+    return folder
+
+
+def _directory_admits(customer_id: str) -> bool:
+    """The customer directory's own rate limiter, as a service runs one: a token bucket
+    of :data:`DIRECTORY_PER_SECOND` lookups a second (up to as many at once), over
+    every caller. Its state is ``directory.json`` in ``$SUPPORT_DIGEST_STATE``, read and
+    updated under a file lock and saved atomically, so every worker process meets the
+    same quota; each answer (200 or 429) is a line of ``directory.log``."""
+    folder = _directory_state()
+    with open(folder / "directory.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        state_file = folder / "directory.json"
+        now = time.time()
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+            tokens, then = float(state["tokens"]), float(state["at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            tokens, then = float(DIRECTORY_PER_SECOND), now  # a fresh directory: a full bucket
+        tokens = min(DIRECTORY_PER_SECOND, tokens + max(0.0, now - then) * DIRECTORY_PER_SECOND)
+        admitted = tokens >= 1
+        if admitted:
+            tokens = max(0.0, tokens - 1)
+        saving = state_file.with_name(f".directory.{os.getpid()}.json")
+        saving.write_text(json.dumps({"tokens": tokens, "at": now}), encoding="utf-8")
+        os.replace(saving, state_file)  # atomic: a reader sees the old state or the new
+        with open(folder / "directory.log", "a", encoding="utf-8") as log:
+            log.write(f"{now:.3f} {customer_id} {200 if admitted else 429}\n")
+    return admitted
 
 
 @task(retries=2, retry_delay="1s", timeout="30s")
@@ -192,10 +220,13 @@ def fetch_ticket(ticket_id: str) -> dict[str, Any]:
     return ticket
 
 
-@task(retries=4, retry_delay="1s", timeout="20s")
+@task(retries=4, retry_delay="1s", timeout="20s", rate_limit="directory")
 def lookup_customer(customer_id: str) -> dict[str, Any]:
-    """Tool: the customer directory, which rate-limits its callers (429)."""
-    if _throttled(customer_id):
+    """Tool: the customer directory, which refuses callers over its quota (429). The
+    ``directory`` limit holds the lookups back to that quota before they are sent; a
+    429 can still happen (the directory counts other callers too), and the task's
+    retries cover it."""
+    if not _directory_admits(customer_id):
         raise RateLimitedError("429 Too Many Requests from the customer directory; retry in 1s")
     customer = _inbox_file(f"customers/{customer_id}.json")
     if customer is None:
@@ -372,9 +403,14 @@ async def support_digest(
         if start:
             await asyncio.sleep(pause_seconds)  # a durable timer: no worker is held
         batch: list[dict[str, Any]] = []
-        for ticket_id in ticket_ids[start : start + batch_size]:
-            ticket = await fetch_ticket(ticket_id)
-            customer = await lookup_customer(ticket["customer_id"])
+        tickets = [await fetch_ticket(t) for t in ticket_ids[start : start + batch_size]]
+        # Every customer of the batch at once: the directory limit lets them through
+        # two a second, and the rest wait their turn without holding a worker.
+        wanted = sorted({ticket["customer_id"] for ticket in tickets})
+        found = await asyncio.gather(*(lookup_customer(c) for c in wanted))
+        customers = dict(zip(wanted, found, strict=True))
+        for ticket in tickets:
+            ticket_id, customer = ticket["id"], customers[ticket["customer_id"]]
             label, summary = await asyncio.gather(
                 classify_ticket(ticket, lessons), summarise_ticket(ticket)
             )

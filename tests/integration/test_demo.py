@@ -20,9 +20,10 @@ import pytest
 
 from keepgoing import Client, Volume
 from keepgoing._demo.headless import run_headless
-from keepgoing._demo.record import recorded, stale_fields
+from keepgoing._demo.record import kind, recorded, stale_fields
 from keepgoing._demo.stack import LocalStack
 from keepgoing._demo.usecases import DemoStack, Evidence, UseCase
+from keepgoing._demo.usecases.holdback import lookups_of
 from keepgoing._history import events as ev
 
 pytestmark = pytest.mark.integration
@@ -49,9 +50,15 @@ def _check_store(url: str) -> None:
     memory versions only from completed attempts, the second run read the lessons."""
     with Client(store=url) as client:
         every = client.list_runs(limit=1000)
-        # The use cases' runs are checked by tests/usecases; here, the agent's two.
+        # The use cases' runs (DIR-0429's is a digest too) are checked by tests/usecases;
+        # here, the agent's two.
         runs = sorted(
-            (r for r in every if r.workflow_name == "support_digest"), key=lambda r: r.created_at
+            (
+                r
+                for r in every
+                if r.workflow_name == "support_digest" and not r.workflow_id.startswith("DIR-")
+            ),
+            key=lambda r: r.created_at,
         )
         assert [r.status for r in runs] == ["completed", "completed"]
         first, second = (client.history(r.workflow_id) for r in runs)
@@ -62,12 +69,17 @@ def _check_store(url: str) -> None:
     lost = [e for e in first if isinstance(e, ev.TaskAttemptFailed) and e.reason == "worker_lost"]
     assert lost, "no attempt was lost to the killed worker"
     # The shipped recording is of this same scenario: it holds what this live run wrote.
-    assert stale_fields(recorded(), first) == [], "re-record the demo: make record-demo"
+    # A 429 is rare now (the lookups wait for the directory's limit): this run may have
+    # had one that the recording has not, or the other way round.
+    fresh = [e for e in first if kind(e) != "TaskAttemptFailed(error)"]
+    assert stale_fields(recorded(), fresh) == [], "re-record the demo: make record-demo"
     by_cmd = {e.cmd: e for e in first if isinstance(e, ev.TaskCompleted)}
     assert all(by_cmd[e.cmd].worker != e.worker for e in lost)  # a fresh worker finished it
-    throttled = [e for e in first if isinstance(e, ev.TaskAttemptFailed) and e.reason == "error"]
-    assert throttled and {e.name for e in throttled} == {"lookup_customer"}
-    assert "429" in throttled[0].error.message
+    # The directory's limit held the lookups back: a 429 is rare, retried if it happens.
+    failed = [e for e in first if isinstance(e, ev.TaskAttemptFailed) and e.reason == "error"]
+    assert {e.name for e in failed} <= {"lookup_customer"} and len(failed) <= 1
+    lookups = lookups_of(first)
+    assert lookups.held > 0 and lookups.longest >= 0.4 and not lookups.failed
     assert any(isinstance(e, ev.TimerFired) for e in first)
     memory = Volume("support-digest", store=url)
     completed = {(e.cmd, e.attempt) for e in first if isinstance(e, ev.TaskCompleted)}
@@ -95,12 +107,13 @@ def test_headless_demo_kills_the_worker_mid_step_and_the_agent_completes(tmp_pat
     assert "Kill the worker. The agent keeps going." in output
     assert "FAIL" not in output
     assert "memory versions survived" in output
-    # The three use cases ran too, each with its evidence.
+    # The four use cases ran too, each with its evidence.
     for line in (
         "customer context reused: ran once",
         "CRM log shows 1 write for op-",
         "waiting for review",
         "holds 0 replicas",
+        "held back before they were sent",
     ):
         assert line in output, line
     _check_store(f"sqlite:///{folder / 'demo.db'}")

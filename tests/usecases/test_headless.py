@@ -23,8 +23,8 @@ def _run(stack: ProcessStack, key: str) -> Evidence:
     return evidence
 
 
-def test_the_demo_offers_the_three_use_cases_in_order() -> None:
-    assert [c.key for c in USE_CASES] == ["TKT-2418", "OP-4C01", "JOB-B772"]
+def test_the_demo_offers_the_four_use_cases_in_order() -> None:
+    assert [c.key for c in USE_CASES] == ["TKT-2418", "OP-4C01", "JOB-B772", "DIR-0429"]
     assert all(c.title and c.area and c.summary for c in USE_CASES)
 
 
@@ -52,7 +52,21 @@ def test_job_b772_holds_no_replica_while_it_waits_and_resumes_on_the_event(
     assert any("holds 0 replicas" in line for line in evidence.lines)
 
 
-@pytest.mark.parametrize("key", ["OP-4C01", "JOB-B772"])
+def test_dir_0429_holds_the_lookups_back_instead_of_retrying_429s(stack: ProcessStack) -> None:
+    evidence = _run(stack, "DIR-0429")
+    assert any("held back before they were sent" in line for line in evidence.lines)
+    said = "the run said: 'rate-limited by directory until "
+    assert any(said in line for line in evidence.lines)
+    # Measured apart from the evidence: the directory's own log, one line per request.
+    log = (stack.workdir / "directory" / "directory.log").read_text().splitlines()
+    answers = [line.split() for line in log]
+    assert len(answers) >= 8 and sum(a[2] == "429" for a in answers) <= 1
+    starts = sorted(float(a[0]) for a in answers if a[2] == "200")
+    # Two a second with a bucket of one: no three requests went through within 0.9 s.
+    assert all(later - first >= 0.9 for first, later in zip(starts, starts[2:], strict=False))
+
+
+@pytest.mark.parametrize("key", ["OP-4C01", "JOB-B772", "DIR-0429"])
 def test_on_postgresql(pg_stack: ProcessStack, key: str) -> None:
     _run(pg_stack, key)
 
@@ -63,6 +77,7 @@ def test_each_scenario_starts_live(stack: ProcessStack) -> None:
     client = stack.client
     assert client.result(started["TKT-2418"], timeout=60)["routing"]["queue"] == "billing-refunds"
     assert client.result(started["JOB-B772"], timeout=60)["status"] == "reconciled"
+    assert client.result(started["DIR-0429"], timeout=60)["tickets"] == 8
     review_id = started["OP-4C01"]
     lookup_id = review_id.removesuffix("-review") + "-lookup"
     assert client.result(lookup_id, timeout=60)["crm"]["recovered_by_lookup"] is True
