@@ -258,6 +258,8 @@ class Costs:
     one: dict[str, float]
     long: dict[str, float]
     steps: int
+    #: The statements of the one-step run that sent the fewest: what a failure shows.
+    sample: tuple[str, ...] = ()
 
     @property
     def per_step(self) -> dict[str, float]:
@@ -286,7 +288,8 @@ def costs(bench: Bench, *, steps: int = 20, repeat: int = 9) -> Costs:
     for _ in range(repeat):
         ones.append(bench.measure(1))
         longs.append(bench.measure(steps))
-    return Costs(_least(ones), _least(longs), steps)
+    fewest = min(ones, key=lambda t: t.work + t.control)
+    return Costs(_least(ones), _least(longs), steps, tuple(fewest.statements))
 
 
 def _least(tallies: list[Tally]) -> dict[str, float]:

@@ -85,7 +85,10 @@ def postgres_bench(postgres_url: str) -> Iterator[Bench]:
 def _check(store: str, measured: Costs) -> None:
     figures = measured.figures()
     shown = ", ".join(f"{k}={v:.2f}" for k, v in figures.items())
-    assert over_budget(figures, BUDGETS[store]) == [], f"{store}: {shown}"
+    statements = "\n  ".join(sql[:160] for sql in measured.sample)
+    assert over_budget(figures, BUDGETS[store]) == [], (
+        f"{store}: {shown}\na one-step run's statements:\n  {statements}"
+    )
 
 
 def test_a_step_on_sqlite_stays_within_its_budget(sqlite_bench: Bench) -> None:
