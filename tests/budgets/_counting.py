@@ -14,7 +14,7 @@ run ended:
   ``SAVEPOINT``, ``RELEASE``, ``PRAGMA``...);
 - ``commits``: SQLite ``COMMIT`` statements (each is an fsync under
   ``synchronous=FULL`` unless it is lease-only), PostgreSQL
-  ``psycopg.Connection.commit`` calls;
+  ``psycopg.Connection.commit`` calls and ``COMMIT`` statements;
 - ``calls``: Python function calls whose code lives under ``src/keepgoing``
   (``sys.setprofile`` on every thread the worker starts), deterministic on one
   interpreter up to the store's choice of running a call on its own thread or
@@ -345,7 +345,7 @@ def traced_postgres(counter: Counter) -> Iterator[None]:
     from keepgoing._store.postgres.sql import PgConnection  # noqa: PLC0415
 
     execute, executemany = PgConnection.execute, PgConnection.executemany
-    commit = psycopg.Connection.commit
+    commit, raw_execute = psycopg.Connection.commit, psycopg.Connection.execute
 
     def counted_execute(self: Any, sql: str, params: Any = ()) -> Any:
         counter.sql(sql, collapse=False)
@@ -359,15 +359,22 @@ def traced_postgres(counter: Counter) -> Iterator[None]:
         counter.commit()
         commit(self)
 
+    def counted_raw(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if query == "COMMIT":  # the store's write transactions end with this statement
+            counter.commit()
+        return raw_execute(self, query, *args, **kwargs)
+
     PgConnection.execute = counted_execute  # type: ignore[method-assign]
     PgConnection.executemany = counted_executemany  # type: ignore[method-assign]
     psycopg.Connection.commit = counted_commit  # type: ignore[method-assign]
+    psycopg.Connection.execute = counted_raw  # type: ignore[method-assign]
     try:
         yield
     finally:
         PgConnection.execute = execute  # type: ignore[method-assign]
         PgConnection.executemany = executemany  # type: ignore[method-assign]
         psycopg.Connection.commit = commit  # type: ignore[method-assign]
+        psycopg.Connection.execute = raw_execute  # type: ignore[method-assign]
 
 
 def postgres_status(url: str) -> StatusReader:
