@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from keepgoing.errors import PayloadError, PayloadTooLargeError
@@ -60,31 +61,38 @@ def _fine(value: object, depth: int, int_bits: int) -> bool:
     finds none (a subclass of a JSON type, a large int within the digit limit).
     """
     kind = type(value)
-    if kind is str:
-        return value.isascii() or _utf8(value)  # type: ignore[attr-defined,arg-type]
-    if kind is int:
-        return int_bits < 0 or value.bit_length() <= int_bits  # type: ignore[attr-defined]
-    if kind is float:
-        return math.isfinite(value)  # type: ignore[arg-type]
-    if value is None or kind is bool:
-        return True
     if kind is list or kind is tuple:
-        if depth <= 0:
-            return False
-        for item in value:  # type: ignore[attr-defined]  # noqa: SIM110 (a loop is faster)
-            if not _fine(item, depth - 1, int_bits):
-                return False
-        return True
+        return depth > 0 and _all_fine(value, depth - 1, int_bits)  # type: ignore[arg-type]
     if kind is dict:
         if depth <= 0:
             return False
-        for key, item in value.items():  # type: ignore[attr-defined]
+        for key in value:  # type: ignore[attr-defined]
             if type(key) is not str or not (key.isascii() or _utf8(key)):
                 return False
-            if not _fine(item, depth - 1, int_bits):
+        return _all_fine(value.values(), depth - 1, int_bits)  # type: ignore[attr-defined]
+    return _all_fine((value,), depth, int_bits)
+
+
+def _all_fine(items: Iterable[object], depth: int, int_bits: int) -> bool:
+    """:func:`_fine` for each of ``items``, the scalars checked here without a call
+    each (a history event is one object of scalars; this runs for every value)."""
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not (item.isascii() or _utf8(item)):  # type: ignore[attr-defined,arg-type]
                 return False
-        return True
-    return False
+        elif kind is int:
+            if int_bits >= 0 and item.bit_length() > int_bits:  # type: ignore[attr-defined]
+                return False
+        elif kind is float:
+            if not math.isfinite(item):  # type: ignore[arg-type]
+                return False
+        elif kind is list or kind is tuple or kind is dict:
+            if not _fine(item, depth, int_bits):
+                return False
+        elif item is not None and kind is not bool:
+            return False
+    return True
 
 
 def _utf8(text: str) -> bool:
@@ -115,6 +123,10 @@ def plain(value: object, what: str, *, max_depth: int = MAX_DEPTH) -> Any:
     Raises:
         PayloadError: as :func:`check_json`.
     """
+    kind = type(value)
+    scalar = kind is int or kind is str or kind is float or kind is bool or value is None
+    if scalar and _all_fine((value,), 0, _INT_BITS):
+        return value  # immutable, and what its JSON text decodes to
     return json.loads(encode(value, what, max_depth=max_depth))
 
 

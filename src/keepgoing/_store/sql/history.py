@@ -7,6 +7,7 @@ once: its counters, its trouble counts and whatever the caller adds (``then``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -20,6 +21,10 @@ from keepgoing._store.trouble import count_events
 __all__ = ["append", "append_returning", "read_history"]
 
 R = TypeVar("R", bound=NamedTuple)
+
+#: History rows per ``INSERT``: a step's events (1 to 3) are one statement, and a
+#: long append stays far below either database's limit on bound parameters.
+ROWS_PER_INSERT = 64
 
 
 class _Body(NamedTuple):
@@ -80,6 +85,19 @@ def append_returning(
     return last, row
 
 
+def _insert(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    """The rows as multi-row ``INSERT``s: one statement per chunk, not one per event."""
+    for start in range(0, len(rows), ROWS_PER_INSERT):
+        chunk = rows[start : start + ROWS_PER_INSERT]
+        conn.execute(_insert_sql(len(chunk)), [v for row in chunk for v in row])
+
+
+@functools.lru_cache(maxsize=ROWS_PER_INSERT)
+def _insert_sql(count: int) -> str:
+    values = ", ".join(["(?, ?, ?, ?, ?)"] * count)
+    return f"INSERT INTO history (run_id, seq, type, at, body) VALUES {values}"
+
+
 def _append(
     conn: Connection,
     run_id: str,
@@ -103,9 +121,7 @@ def _append(
             last_input = seq
         rows.append((run_id, seq, type(event).__name__, now, encode_at(event, seq, now)))
         seq += 1
-    conn.executemany(
-        "INSERT INTO history (run_id, seq, type, at, body) VALUES (?, ?, ?, ?, ?)", rows
-    )
+    _insert(conn, rows)
     then = _trouble(conn, run_id, events) + then
     tail = f" WHERE run_id = ?{' RETURNING ' + returning if returning else ''}"
     if last_input:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["columns", "every", "one", "value"]
+__all__ = ["columns", "every", "first", "one", "value"]
 
 R = TypeVar("R", bound=NamedTuple)
 
@@ -37,6 +37,17 @@ def columns(row_type: type[NamedTuple], prefix: str = "") -> str:
 def one(conn: Any, row_type: type[R], sql: str, params: Sequence[Any] = ()) -> R | None:
     """The statement's first row as ``row_type``, or None when it returns none."""
     cursor = conn.execute(sql, params)
+    row = cursor.fetchone()
+    if row is None:
+        return None
+    _check(cursor, row_type, sql)
+    return row_type._make(row)
+
+
+def first(cursor: Any, row_type: type[R], sql: str) -> R | None:
+    """:func:`one` for a statement already sent (``cursor`` is what ``execute`` of
+    ``sql`` returned): PostgreSQL's pipelined writes send statements without waiting,
+    so two statements sent before either is read cost one round trip."""
     row = cursor.fetchone()
     if row is None:
         return None

@@ -420,12 +420,16 @@ def _complete_with_log(
 
 
 _ENDS = (WorkflowCompleted, WorkflowFailed, WorkflowCancelled, WorkflowContinuedAsNew)
+_WAKING = (*_ENDS, StatusSet)
 
 
 def _wakes(issued: Sequence[Event], result: rec.CommitResult) -> bool:
     """Whether a commit leaves work for other processes, ends the run (a client
     waiting for its result is woken by it) or publishes a status (a client may wait
     for it: ``Client.get_status``)."""
-    scheduled = sum(isinstance(c, TaskScheduled) for c in issued)
-    ends = any(isinstance(c, (*_ENDS, StatusSet)) for c in issued)
-    return ends or scheduled > len(result.eager)
+    scheduled = 0
+    for command in issued:  # one pass, no generator frames: this runs every step
+        if isinstance(command, _WAKING):
+            return True
+        scheduled += isinstance(command, TaskScheduled)
+    return scheduled > len(result.eager)

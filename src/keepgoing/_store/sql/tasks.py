@@ -17,7 +17,7 @@ from keepgoing._store.sql.failures import fail_attempt
 from keepgoing._store.sql.gateway import OPEN_CALLS, mark_attempt_calls
 from keepgoing._store.sql.history import append
 from keepgoing._store.sql.leases import FENCED
-from keepgoing._store.sql.rows import one
+from keepgoing._store.sql.rows import first, one
 from keepgoing._store.sql.runs import CommandRun
 from keepgoing._store.worker_stops import Stamp
 
@@ -40,8 +40,9 @@ class _Cmd(NamedTuple):
 
 
 class _Done(NamedTuple):
-    """What a completion returns of its task: its key, and whether the attempt has
-    open model calls in the gateway ledger to settle."""
+    """What a completion returns of its task: its key, whether the attempt has
+    open model calls in the gateway ledger to settle, and whether it held a slot of
+    a concurrency limit (its completion frees one: the claims are woken)."""
 
     cmd: int
     calls: bool
@@ -55,6 +56,15 @@ _RUN_HEAD = (
 )
 
 
+#: A task's completion: fenced by its attempt's lease, only while its run's row exists.
+_COMPLETE = (
+    "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
+    f"WHERE run_id = ? AND cmd = ? AND {FENCED} "
+    "AND EXISTS (SELECT 1 FROM runs WHERE run_id = ?) "
+    f"RETURNING cmd, EXISTS ({OPEN_CALLS}) AS calls, limit_name IS NOT NULL AS limited"
+)
+
+
 def _run_head(conn: Connection, run_id: str, fast: rec.FastActivation | None) -> _RunHead | None:
     """The run's head, locked; ``fenced`` says whether ``fast`` was computed on it."""
     return one(conn, _RunHead, _RUN_HEAD, (fast.run_fence if fast is not None else -1, run_id))
@@ -63,31 +73,20 @@ def _run_head(conn: Connection, run_id: str, fast: rec.FastActivation | None) ->
 def complete_task(
     conn: Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
 ) -> rec.TaskOutcomeResult:
-    # Lock order: the run's row before its task's (see sql/dialect.py).
-    run = _run_head(conn, o.run_id, fast)
-    if run is None:
-        return rec.TaskOutcomeResult(accepted=False)
     if not o.ok:
-        held = conn.execute(
-            f"SELECT 1 FROM tasks WHERE run_id = ? AND cmd = ? AND {FENCED}",
-            (o.run_id, o.cmd, o.fence),
-        ).fetchone()
-        if held is None:
-            return rec.TaskOutcomeResult(accepted=False)
-        assert o.error is not None
-        stamp = Stamp(o.cause) if o.cause is not None else None  # why it is not retried
-        return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now, stamp)
-    # The fence check and the completion are one statement; it also says whether the
-    # attempt made model calls, so that most completions (none) skip settling them.
-    done_row = one(
-        conn,
-        _Done,
-        "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
-        f"WHERE run_id = ? AND cmd = ? AND {FENCED} RETURNING cmd, "
-        f"EXISTS ({OPEN_CALLS}) AS calls, limit_name IS NOT NULL AS limited",
-        (o.run_id, o.cmd, o.fence, o.run_id, o.cmd, o.attempt),
+        return _fail_task(conn, o, fast)
+    # Lock order: the run's row before its task's (see sql/dialect.py). The run's read
+    # and the task's completion are both sent before either is read: one round trip
+    # on PostgreSQL. The fence check and the completion are one statement, which also
+    # says whether the attempt made model calls (most make none: nothing to settle);
+    # it completes nothing when the run's row is gone.
+    head = conn.execute(_RUN_HEAD, (fast.run_fence if fast is not None else -1, o.run_id))
+    completed = conn.execute(
+        _COMPLETE, (o.run_id, o.cmd, o.fence, o.run_id, o.run_id, o.cmd, o.attempt)
     )
-    if done_row is None:
+    run = first(head, _RunHead, _RUN_HEAD)
+    done_row = first(completed, _Done, _COMPLETE)
+    if run is None or done_row is None:
         return rec.TaskOutcomeResult(accepted=False)
     if done_row.calls:  # the attempt's model calls become the step's, in this transaction
         mark_attempt_calls(conn, o.run_id, o.cmd, o.attempt, "committed")
@@ -106,6 +105,23 @@ def complete_task(
         )
     append(conn, o.run_id, [done], o.now, next_seq=run.next_seq)
     return rec.TaskOutcomeResult(accepted=True, final=True, freed_slot=freed)
+
+
+def _fail_task(
+    conn: Connection, o: rec.TaskOutcome, fast: rec.FastActivation | None
+) -> rec.TaskOutcomeResult:
+    """A failed attempt's outcome, if its lease still holds (see ``failures``)."""
+    if _run_head(conn, o.run_id, fast) is None:  # lock order: the run's row first
+        return rec.TaskOutcomeResult(accepted=False)
+    held = conn.execute(
+        f"SELECT 1 FROM tasks WHERE run_id = ? AND cmd = ? AND {FENCED}",
+        (o.run_id, o.cmd, o.fence),
+    ).fetchone()
+    if held is None:
+        return rec.TaskOutcomeResult(accepted=False)
+    assert o.error is not None
+    stamp = Stamp(o.cause) if o.cause is not None else None  # why it is not retried
+    return fail_attempt(conn, o.run_id, o.cmd, o.reason, o.error, o.worker_id, o.now, stamp)
 
 
 def fire_timer(
