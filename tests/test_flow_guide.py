@@ -10,7 +10,7 @@ from keepgoing import Client, Concurrency, InvalidLimitError, workflow
 
 
 @workflow(concurrency=Concurrency(2, key="account_id"))
-async def digest(account_id: str, day: str) -> str:
+async def account_digest(account_id: str, day: str) -> str:
     return f"digest of {account_id} for {day}"
 
 
@@ -21,14 +21,16 @@ async def sync_account(account_id: str) -> None: ...
 def test_the_guides_concurrency_and_priority_examples(tmp_path: Path) -> None:
     with Client(store=f"sqlite:///{tmp_path / 'kg.db'}") as client:
         for day in ("mon", "tue"):
-            client.trigger_workflow(digest, {"account_id": "acme", "day": day})
-        handle = client.trigger_workflow(digest, {"account_id": "acme", "day": "mon"}, priority=5)
-        other = client.trigger_workflow(digest, {"account_id": "globex", "day": "mon"})
+            client.trigger_workflow(account_digest, {"account_id": "acme", "day": day})
+        handle = client.trigger_workflow(
+            account_digest, {"account_id": "acme", "day": "mon"}, priority=5
+        )
+        other = client.trigger_workflow(account_digest, {"account_id": "globex", "day": "mon"})
 
         run = client.get_run(handle.workflow_id)
         assert run.status == "queued" and run.priority == 5
         assert run.waiting_for == (
-            'queued: waiting for a concurrency slot of digest for "acme" (2/2 held)'
+            'queued: waiting for a concurrency slot of account_digest for "acme" (2/2 held)'
         )
         assert client.get_run(other.workflow_id).status == "running"
 
