@@ -43,7 +43,7 @@ from keepgoing.cli._common import (
     open_client,
 )
 from keepgoing.cli.history import running_histories
-from keepgoing.errors import NondeterminismError
+from keepgoing.errors import ConfigurationError, NondeterminismError
 from keepgoing.testing import replay as replay_history
 
 
@@ -111,7 +111,7 @@ def replay(
 def _one_history(file: str, history: str, workflow: str | None, as_json: bool) -> None:
     try:
         text = read_history_text(history)  # an export, or a run's archive (gzip)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ConfigurationError) as exc:
         fail(f"cannot read {history}: {getattr(exc, 'strerror', None) or exc}", 2)
     with cli_errors():
         events = loads_history(text)

@@ -30,7 +30,7 @@ from keepgoing.cli._common import (
 )
 from keepgoing.cli.history import history_app
 from keepgoing.cli.runs import runs_app
-from keepgoing.errors import InvalidDurationError
+from keepgoing.errors import ConfigurationError, InvalidDurationError
 
 ArchiveOption = Annotated[
     str | None,
@@ -184,7 +184,7 @@ def show_file(
     """
     try:
         text = read_history_text(file)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ConfigurationError) as exc:
         fail(f"cannot read {file}: {exc}", 2)
     with cli_errors():
         events = loads_history(text)

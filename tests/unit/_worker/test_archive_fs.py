@@ -78,3 +78,13 @@ def test_a_url_needs_the_extra_and_a_known_scheme(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "fsspec", None)  # as if the extra were not installed
     with pytest.raises(ConfigurationError, match=r"keepgoing\[archive\]"):
         parse_retention({"retention": {"archive": "s3://bucket/kg"}})
+
+
+def test_history_show_of_a_url_without_the_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "fsspec", None)
+
+    shown = CliRunner().invoke(app, ["history", "show", "s3://bucket/kg/a.json.gz"])
+
+    assert shown.exit_code == 2 and "keepgoing[archive]" in shown.output, shown.output
