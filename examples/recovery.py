@@ -69,6 +69,14 @@ def main() -> None:
         c.fork_workflow("digest-1", 2, workflow_id="digest-2")
         print(c.run_workflow(digest, workflow_id="digest-2"))
         assert CALLS == {"fetch": 1, "draft": 2, "publish": 3}
+        # A fork from step 2 with a new topic would reuse notes fetched for the old one:
+        # its first activation refuses it, before any step runs.
+        c.fork_workflow("digest-1", 2, input={"topic": "refunds"}, workflow_id="digest-4")
+        try:
+            c.run_workflow(digest, workflow_id="digest-4")
+        except keepgoing.WorkflowFailedError as exc:
+            print("refused:", exc)  # fork refused: step 1 fetch was recorded with topic=...
+        assert CALLS == {"fetch": 1, "draft": 2, "publish": 3}  # nothing ran
         # A new input changes what step 1 fetches: fork from step 1, a rerun.
         c.fork_workflow("digest-1", 1, input={"topic": "refunds"}, workflow_id="digest-3")
         print(c.run_workflow(digest, workflow_id="digest-3"))  # published: NOTES ON REFUNDS

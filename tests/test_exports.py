@@ -41,6 +41,7 @@ EXPECTED_ALL = [
     "PermissionDeniedError",
     "QueueNotFoundError",
     "RateLimit",
+    "ReuseRefusedError",
     "RunNotFoundError",
     "Schedule",
     "ScheduleExistsError",

@@ -12,6 +12,7 @@ The tree::
     ├── PayloadError                     invalid_payload    (also TypeError)
     │   └── PayloadTooLargeError         payload_too_large
     ├── InvalidRequestError              invalid_request    (also ValueError)
+    │   └── ReuseRefusedError            reuse_refused      (a fork's reused steps differ)
     ├── AuthenticationError              unauthenticated
     ├── PermissionDeniedError            permission_denied  (also PermissionError)
     ├── TokenNotFoundError               token_not_found    (also LookupError)
@@ -90,6 +91,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "QueueNotFoundError",
+    "ReuseRefusedError",
     "RunNotFoundError",
     "ScheduleExistsError",
     "ScheduleNotFoundError",
@@ -161,6 +163,23 @@ class InvalidRequestError(KeepgoingError, ValueError):
     """The server refused a request as malformed: bad JSON, or a field out of its schema."""
 
     code = "invalid_request"
+
+
+class ReuseRefusedError(InvalidRequestError):
+    """A resumed or forked run was refused at its first activation: a step it reuses
+    from its origin would be scheduled with another name or other arguments now.
+
+    The run failed with this message (not retried) before any step past the
+    reused ones ran; ``fork_workflow(..., wait_for_check=True)`` raises it.
+    ``workflow_id`` and ``run_id`` name the refused run.
+    """
+
+    code = "reuse_refused"
+
+    def __init__(self, message: str, workflow_id: str = "", run_id: str = "") -> None:
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.run_id = run_id
 
 
 class AuthenticationError(KeepgoingError):

@@ -21,7 +21,7 @@ import keepgoing
 from keepgoing._history import events as ev
 from keepgoing._store.group_records import DecisionRecord
 
-from ._support import Sandbox, WorkerProcess, wait_until
+from ._support import Sandbox, WorkerProcess, _proc_state, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -362,3 +362,26 @@ def test_the_readme_flow_runs_as_written(sandbox: Sandbox, scaler: Scaler) -> No
     weekly = scaler.client.get_schedule("support-digest-weekly")  # the Monday 07:00 digest
     assert weekly.spec.cron == "0 7 * * 1" and weekly.task_queue == "workflows.wf-durable-agent"
     assert "weekly schedule, next:" in done.stdout
+
+
+def test_a_replica_stops_when_the_server_that_started_it_is_killed(
+    sandbox: Sandbox, client: keepgoing.Client, scaler: Scaler
+) -> None:
+    worker = deploy(sandbox, client, name="wf-orphan")
+    scaler.start()
+    handle = worker.trigger("hold", {"key": "o"})
+    wait_until(lambda: sandbox.effects("start", "held", "o"), 60, "the held step")
+    assert scaler.proc is not None
+    (instance,) = [i for i in client.groups.show("wf-orphan").instances if i.state == "running"]
+    pid = int(instance.instance_id.rsplit("-", 1)[1])
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    assert f"KEEPGOING_SUPERVISOR_PID={scaler.proc.pid}".encode() in environ
+
+    scaler.proc.kill()  # SIGKILL: the server cannot stop its replicas itself
+    sandbox.release("release-o")  # the draining replica finishes the step it holds
+    wait_until(lambda: _proc_state(pid) in ("gone", "Z"), 60, "the orphaned replica to stop")
+
+    scaler.proc.reap()
+    scaler.start()  # a new server's replica runs the rest of the run
+    assert client.result(handle.workflow_id, timeout=60) == "o"
+    assert len(sandbox.effects("start", "held", "o")) == 1  # the held step ran once

@@ -82,7 +82,7 @@ def test_forks_rerun_from_their_step_and_leave_the_original_unchanged(
     # A fork from step 1 is a rerun with the same input; a fork of a fork works.
     again = client.fork_workflow("f3", 1)
     assert again.workflow_id.startswith("f3-fork-")
-    assert client.result(again, timeout=60) == ["v-1", "v-2", "v-3", "v-4", "v-5"]
+    assert client.result(again, timeout=60) == ["w-1", "w-2", "v-3", "v-4", "v-5"]
     assert _starts(kg, "f") == {1: 2, 2: 2, 3: 3, 4: 3, 5: 3}
     started = of_type(client.history(again.workflow_id), ev.WorkflowStarted)[0]
     assert started.input["kwargs"] == {"key": "f", "word": "v"}
@@ -148,7 +148,7 @@ def test_the_cli_resumes_forks_and_reads_status(
         "fork",
         "cli",
         "--from-step",
-        "4",
+        "3",
         "--input",
         '{"key": "c", "word": "z"}',
         "--workflow-id",
@@ -156,7 +156,7 @@ def test_the_cli_resumes_forks_and_reads_status(
     )
     assert forked.returncode == 0, forked.stderr
     fork = keepgoing.WorkflowRunHandle("five_steps", "cli-fork", client.get_run("cli-fork").run_id)
-    assert client.result(fork, timeout=60) == ["w-1", "w-2", "w-3", "z-4", "z-5"]
+    assert client.result(fork, timeout=60) == ["w-1", "w-2", "z-3", "z-4", "z-5"]
     bad = _cli(kg, "runs", "fork", "cli", "--from-step", "4", "--input", "{nope")
     assert bad.returncode != 0 and "--input" in bad.stderr
     missing = _cli(kg, "runs", "resume", "no-such")

@@ -93,7 +93,8 @@ def test_resume_and_fork_over_http_need_their_permissions_and_are_audited(
     assert any(e.actor_id == "bob" and e.workflow_id == "resume-1" for e in entries)
 
     # Over the HTTP client: a fork from step 2 with new input, and its lineage.
-    fork = client.fork_workflow("resume-1", 2, input={"word": "f"}, workflow_id="fork-1")
+    new = {"word": "r", "then": "f"}
+    fork = client.fork_workflow("resume-1", 2, input=new, workflow_id="fork-1")
     assert client.result(fork, timeout=30) == ["r-1", "f-2", "f-3"]
     lineage = client.lineage("fork-1")
     assert lineage["origin"]["workflow_id"] == "resume-1" and lineage["origin"]["kind"] == "fork"
@@ -103,3 +104,40 @@ def test_resume_and_fork_over_http_need_their_permissions_and_are_audited(
         assert api.post("/api/v1/runs/fork-1/fork", json={"from_step": 7}).status_code == 400
         assert api.post("/api/v1/runs/fork-1/fork", json={}).status_code in (400, 422)
     assert client.list_audit(action="workflow.fork")[0].workflow_id == "fork-1"
+
+
+def test_a_fork_waits_for_the_check_of_its_reused_steps_over_http(
+    stack: Stack, client: keepgoing.Client
+) -> None:
+    _fixed(stack).touch()
+    done = client.trigger_workflow("three_steps", {"word": "a"}, workflow_id="check-1", wait=True)
+    assert done == ["a-1", "a-2", "a-3"]
+    refused = (
+        "fork refused: step 1 part was recorded with word='a', the new input schedules "
+        "word='b'; fork from step 1 or earlier"
+    )
+    with pytest.raises(keepgoing.ReuseRefusedError) as caught:
+        client.fork_workflow(
+            "check-1", 2, input={"word": "b"}, workflow_id="check-b", wait_for_check=True
+        )
+    assert str(caught.value) == refused and caught.value.workflow_id == "check-b"
+    with stack.api(stack.admin) as api:
+        body = {"from_step": 2, "input": {"word": "b"}, "workflow_id": "check-q"}
+        answer = api.post("/api/v1/runs/check-1/fork?wait_for_check=true", json=body)
+        assert answer.status_code == 400 and answer.json()["code"] == "reuse_refused"
+        assert answer.json()["message"] == refused
+        assert answer.json()["details"]["workflow_id"] == "check-q"
+        later = api.get("/api/v1/runs/check-q/check")
+        assert later.status_code == 400 and later.json()["code"] == "reuse_refused"
+
+        body = {"from_step": 2, "input": {"word": "a", "then": "c"}, "wait_for_check": True}
+        passed = api.post("/api/v1/runs/check-1/fork", json=body)
+        assert passed.status_code == 201 and passed.json()["check"] == "passed"
+        fork_id = passed.json()["run"]["workflow_id"]
+        again = api.get(f"/api/v1/runs/{fork_id}/check", params={"wait": 1})
+        assert again.json()["check"] == "passed"
+        plain = api.post("/api/v1/runs/check-1/fork", json={"from_step": 1})
+        assert plain.json()["check"] is None
+        assert api.get("/api/v1/runs/nope/check").status_code == 404
+    fork = keepgoing.WorkflowRunHandle("three_steps", fork_id, passed.json()["run"]["run_id"])
+    assert client.result(fork, timeout=30) == ["a-1", "c-2", "c-3"]

@@ -30,7 +30,18 @@ def test_fork_from_here_makes_a_fork_and_the_diff_page_shows_the_two(
     page.wait_for_selector("#fork-problem:has-text('Not JSON')")
     assert page.locator("#fork-submit").is_disabled()
     assert "resume-here" not in page.content()  # a completed run is not resumed
+    # A new ticket changes step 1's argument (intake(ticket)): the fork is refused,
+    # said in the form, before enrich runs again.
     page.fill("#fork-input", '{"ticket": "F-2"}')
+    page.click("#fork-submit")
+    page.wait_for_selector("#fork-problem:has-text('fork refused')")
+    assert page.text_content("#fork-problem") == (
+        "fork refused: step 1 intake was recorded with ticket='F-1', the new input "
+        "schedules ticket='F-2'; fork from step 1 or earlier"
+    )
+    assert page.locator("#fork-submit").is_enabled()
+    # The same ticket with a new hold only changes the steps from enrich on.
+    page.fill("#fork-input", '{"ticket": "F-1", "hold": false}')
     page.click("#fork-submit")
     link = page.wait_for_selector("#fork-link")
     fork_id = link.text_content() or ""
@@ -40,7 +51,7 @@ def test_fork_from_here_makes_a_fork_and_the_diff_page_shows_the_two(
     page.wait_for_selector("#diff-steps tbody tr", state="attached")
     assert page.locator("#diff-steps tbody tr").count() == 3
     assert "F-1" in page.text_content("#diff-input-a")
-    assert "F-2" in page.text_content("#diff-input-b")
+    assert "hold" in page.text_content("#diff-input-b")
     assert page.errors == []
 
 
@@ -92,4 +103,33 @@ def test_the_run_page_shows_the_newest_status_values(context: Any, stack: UiStac
     text = shown.text_content() or ""
     assert "stage" in text and "routed" in text and "intake" not in text
     assert '"done": 1' in text or '"done":1' in text
+    assert page.errors == []
+
+
+def test_an_attempt_not_retried_has_a_style_of_its_own_on_the_timeline(
+    context: Any, stack: UiStack
+) -> None:
+    stack.start("strict-1", workflow="strict", ticket="S-1")
+    stack.wait_status("strict-1", "failed")
+    page = sign_in(context, stack, stack.admin, "/run?id=strict-1")
+    row = _row(page, "validate")
+    stopped = row.locator(".bar-non_retryable")
+    stopped.wait_for()
+    retried = row.locator(".bar-error")
+    assert (stopped.count(), retried.count()) == (1, 1)
+    style = (
+        "b => { const s = getComputedStyle(b); return [s.backgroundColor, "
+        "s.borderRightWidth, s.borderRightStyle]; }"
+    )
+    mine, theirs = stopped.evaluate(style), retried.evaluate(style)
+    assert mine[0] != theirs[0] and mine[0] != "rgba(0, 0, 0, 0)"  # a colour of its own
+    assert mine[1:] == ["4px", "solid"] and theirs[2] == "none"  # and a stop at its end
+    assert stopped.text_content() == "\u2298 ValueError, not retried"
+    assert "ValueError, not retried" in row.locator(".bar-note.k-non_retryable").text_content()
+    legend = page.locator("#tl-legend li[data-state='non_retryable']")
+    assert "not retried" in legend.text_content()
+    row.click()
+    badge = page.locator("#insp-attempts .badge.o-non_retryable")
+    assert badge.text_content() == "not retried"
+    assert "give_up_on" in page.text_content("#insp-attempts")
     assert page.errors == []

@@ -29,7 +29,16 @@ from .test_browser import _alive, expect_text, step_row
 pytestmark = pytest.mark.timeout(150)
 
 SHARED: dict[str, str] = {}
-STATES = ("completed", "error", "rate_limited", "timeout", "worker_lost", "released", "uncertain")
+STATES = (
+    "completed",
+    "error",
+    "non_retryable",
+    "rate_limited",
+    "timeout",
+    "worker_lost",
+    "released",
+    "uncertain",
+)
 
 
 def _troubled(stack: UiStack, workflow_id: str, ticket: str) -> None:

@@ -119,6 +119,7 @@ class Backend(Protocol):
         input: Any,
         workflow_id: str | None,
         revision: int | None,
+        wait_for_check: bool = False,
     ) -> WorkflowRunHandle: ...
 
     def list_audit(self, query: AuditQuery) -> list[AuditEntry]: ...

@@ -58,6 +58,7 @@ from keepgoing._workflow.workflow import WorkflowDefinition
 __all__ = ["HttpBackend"]
 
 _POLL = 25.0  # seconds per long poll; the server caps it at 60
+_CHECK_TIMEOUT = 90.0  # seconds: a fork's check waits up to the server's long-poll cap
 
 
 class HttpBackend(HttpCalls):
@@ -303,16 +304,33 @@ class HttpBackend(HttpCalls):
         input: Any,
         workflow_id: str | None,
         revision: int | None,
+        wait_for_check: bool = False,
     ) -> WorkflowRunHandle:
         body: dict[str, Any] = {"from_step": from_step, "revision": revision}
         if input is not None:
             body["input"] = input
         if workflow_id is not None:
             body["workflow_id"] = workflow_id
+        if wait_for_check:
+            body["wait_for_check"] = True
         found = self.call(
-            "POST", f"{API}/runs/{_path(source_id)}/fork", idempotent=False, json=body
+            "POST",
+            f"{API}/runs/{_path(source_id)}/fork",
+            idempotent=False,
+            json=body,
+            timeout=_CHECK_TIMEOUT if wait_for_check else None,
         )
         run = found["run"]
+        checked = found.get("check")
+        while checked == "pending":  # the server waited its longest: ask again, idempotent
+            again = self.call(
+                "GET",
+                f"{API}/runs/{_path(run['workflow_id'])}/check",
+                idempotent=True,
+                params={"wait": _POLL},
+                timeout=_CHECK_TIMEOUT,
+            )
+            checked = again["check"]
         return WorkflowRunHandle(run["workflow_name"], run["workflow_id"], run["run_id"])
 
     def lineage(self, workflow_id: str) -> dict[str, Any]:

@@ -142,6 +142,10 @@ def _error(status: int, code: str, message: str, details: Mapping[str, Any]) -> 
         for note in notes if isinstance(notes, list) else ():
             running.add_note(str(note))  # which start of a batch it was
         return running
+    if code == errors.ReuseRefusedError.code:
+        return errors.ReuseRefusedError(
+            message, str(details.get("workflow_id", "")), str(details.get("run_id", ""))
+        )
     if status >= 500:
         return errors.ServerError(f"the server failed: {message}", status=status, error_code=code)
     cls = _CODES.get(code)

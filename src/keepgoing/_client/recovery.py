@@ -69,6 +69,7 @@ class RecoveryMethods:
         input: Any = None,
         workflow_id: str | None = None,
         revision: int | None = None,
+        wait_for_check: bool = False,
     ) -> WorkflowRunHandle:
         """A new run that reuses an ended run's results before step ``from_step``.
 
@@ -79,11 +80,24 @@ class RecoveryMethods:
         named ``workflow_id`` (default ``<source>-fork-<8 hex>``) and records its
         origin (``Client.lineage``). Written to the audit log.
 
+        Every reused step must be scheduled again, by the code and the input the
+        fork runs with, with the name and arguments it recorded: the fork's first
+        activation checks it on the worker and, at a step that differs, fails
+        the fork at once (a ``ReuseRefusedError`` naming the step and argument),
+        before any later step runs. With ``wait_for_check``, returns only once
+        the fork has passed that check, and raises the refusal if it did not.
+
         Raises:
             RunNotFoundError: no run has this workflow id.
             WorkflowAlreadyRunningError: the run has not ended (only ended runs are
                 forked), or ``workflow_id`` names an open run.
             InvalidRequestError: no such step, or a prefix a copy cannot reuse.
+            ReuseRefusedError: with ``wait_for_check``, a reused step would be
+                scheduled otherwise (the fork was started and failed with it).
+            WorkflowBlockedError: with ``wait_for_check``, the code failed while
+                replaying the reused steps.
             PayloadError: ``input`` is not JSON.
         """
-        return self._backend.fork(source_workflow_id, from_step, input, workflow_id, revision)
+        return self._backend.fork(
+            source_workflow_id, from_step, input, workflow_id, revision, wait_for_check
+        )

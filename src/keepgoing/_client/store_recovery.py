@@ -43,10 +43,13 @@ class StoreRecoveryCalls:
         input: Any,
         workflow_id: str | None,
         revision: int | None,
+        wait_for_check: bool = False,
     ) -> WorkflowRunHandle:
         actor = recovery.Actor("user", current_user(), "client")
         work = recovery.fork(self._store, source_id, from_step, input, workflow_id, revision, actor)
         new, _ = self._portal.call(work)
+        if wait_for_check:
+            self._portal.call(recovery.wait_for_check(self._store, new))
         return WorkflowRunHandle(new.workflow_name, new.workflow_id, new.run_id)
 
     def lineage(self, workflow_id: str) -> dict[str, Any]:

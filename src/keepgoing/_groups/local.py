@@ -52,6 +52,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from keepgoing import _supervisor as supervisor
 from keepgoing._backoff import backoff
 from keepgoing._groups.envs import BuiltEnv, build_env
 from keepgoing._groups.replica_env import ReplicaAccess, replica_environment
@@ -300,7 +301,12 @@ class LocalBackend:
     def _spawn(self, group: str, number: int) -> _Replica:
         key = (group, number)
         revision, built = self._revisions[group][number], self._envs[key]
-        names = {"KEEPGOING_GROUP": group, "KEEPGOING_GROUP_REVISION": str(number)}
+        names = {
+            "KEEPGOING_GROUP": group,
+            "KEEPGOING_GROUP_REVISION": str(number),
+            # The replica stops when this process dies, even by SIGKILL (_supervisor.py).
+            supervisor.ENV: str(os.getpid()),
+        }
         if revision.task_queues:
             names["KEEPGOING_TASK_QUEUES"] = ",".join(
                 f"{task}={queue}" for task, queue in sorted(revision.task_queues.items())

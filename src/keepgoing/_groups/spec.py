@@ -62,6 +62,7 @@ RESERVED_ENV = frozenset(
         "KEEPGOING_INSTANCE",
         "KEEPGOING_GROUP_REVISION",
         "KEEPGOING_WORKER_NONCE",
+        "KEEPGOING_SUPERVISOR_PID",
     }
 )
 _SCRIPT = re.compile(r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$")

@@ -70,6 +70,8 @@ _OMITTED_WHEN_NONE = frozenset(
         (ev.TaskScheduled, "operation_id"),
         (ev.TaskScheduled, "limits"),
         (ev.WorkflowStarted, "seed"),
+        (ev.WorkflowStarted, "reused_upto"),
+        (ev.WorkflowStarted, "reused_by"),
         (ev.TaskAttemptFailed, "cause"),
         (ev.TaskAttemptFailed, "actor"),
         (ev.TaskAttemptFailed, "via"),

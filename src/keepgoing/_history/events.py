@@ -97,6 +97,15 @@ class WorkflowStarted(Event):
     #: this run's own: a resumed or forked run keeps its origin's, so the reused
     #: prefix replays with the values it recorded. None (left out): ``run_id``.
     seed: str | None = None
+    #: A resumed or forked run: the last seq of the history prefix the store copied
+    #: from its origin (``_store/sql/prefix.py``). While the run replays that prefix
+    #: at its first activation, every reused step must be scheduled again with the
+    #: name and arguments it recorded (``_runtime/prefix.py``), or the run fails.
+    #: None (left out): nothing was reused.
+    reused_upto: int | None = None
+    #: Why the prefix was reused: ``"resume"``, ``"fork"``, or ``"fork_input"`` (a
+    #: fork given a new input). None (left out) with ``reused_upto``.
+    reused_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

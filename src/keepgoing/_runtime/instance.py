@@ -32,6 +32,7 @@ from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._payload import plain, safe_text
+from keepgoing._runtime import prefix
 from keepgoing._runtime.loop import WorkflowLoop
 from keepgoing._runtime.waits import ContinueAsNew, Waits
 from keepgoing.errors import NondeterminismError, TaskFailedError
@@ -56,6 +57,9 @@ class TaskSpec:
     queue: str | None = None
     operation_id: str | None = None
     limits: dict[str, Any] | None = None
+    #: The task's positional parameter names: how a reused step's differing
+    #: argument is named (never recorded).
+    params: tuple[str, ...] = ()
 
 
 @dataclass
@@ -157,6 +161,10 @@ class WorkflowInstance:
         self._replaying = False  # while an activation recorded in history is replayed
         #: The change ids whose marker the history holds, up to the activation replayed.
         self._recorded: set[str] = set()
+        #: The prefix this run reuses from its origin (its ``WorkflowStarted`` says),
+        #: held to the arguments it recorded while it replays (``prefix.py``).
+        self.reused: prefix.Reused | None = None
+        self._params: dict[str, tuple[str, ...]] = {}  # task name -> positional names
 
     # -- commands issued by workflow code ----------------------------------
     def _next_cmd(self) -> int:
@@ -177,6 +185,8 @@ class WorkflowInstance:
 
     def schedule_task(self, spec: TaskSpec) -> tuple[int, asyncio.Future[Any]]:
         cmd = self._next_cmd()
+        if spec.params:
+            self._params[spec.name] = spec.params
         self._emit(
             ev.TaskScheduled(
                 cmd=cmd,
@@ -249,6 +259,8 @@ class WorkflowInstance:
     # -- activation ----------------------------------------------------------
     def activate(self, events: Sequence[ev.Event]) -> Activation:
         """Consume ``events`` (history after :attr:`position`) and return new commands."""
+        if self.position == 0 and self.reused is None:
+            self.reused = prefix.reused(events)
         index = 0
         while index < len(events):
             event = events[index]
@@ -285,8 +297,19 @@ class WorkflowInstance:
         produced = [c for c in produced if not isinstance(c, ev.UNMATCHED)]
         want = [c.key() for c in recorded]
         got = [c.key() for c in produced]
+        reused = self.reused if self.reused and marker.seq <= self.reused.upto else None
         if want != got:
+            if reused is not None:
+                diff = _diff(marker, recorded, produced, tail="")
+                raise prefix.key_mismatch(reused, recorded, produced, diff)
             raise NondeterminismError(_diff(marker, recorded, produced))
+        if reused is not None:
+            found = prefix.first_difference(recorded, produced, self._names)
+            if found is not None:
+                raise prefix.argument_mismatch(found, reused)
+
+    def _names(self, task: str) -> tuple[str, ...]:
+        return self._params.get(task, ())
 
     def _activate_live(self) -> Activation:
         self._buffer.sort(key=lambda e: e.seq)
@@ -388,8 +411,15 @@ def _describe(command: ev.Event) -> str:
     return f"{kind} #{cmd} {name}".rstrip() if cmd else kind
 
 
+_BLOCKED = "the run is blocked; deploy code that replays this history to resume it"
+
+
 def _diff(
-    marker: ev.ActivationCompleted, recorded: list[ev.Event], produced: list[ev.Event]
+    marker: ev.ActivationCompleted,
+    recorded: list[ev.Event],
+    produced: list[ev.Event],
+    *,
+    tail: str = _BLOCKED,
 ) -> str:
     lines = [
         f"workflow code no longer matches its history at the activation recorded at seq "
@@ -401,5 +431,6 @@ def _diff(
         right = _describe(produced[i]) if i < len(produced) else "(nothing)"
         flag = "  " if left == right else "! "
         lines.append(f"{flag}{left:<40} {right}")
-    lines.append("the run is blocked; deploy code that replays this history to resume it")
+    if tail:
+        lines.append(tail)
     return "\n".join(lines)

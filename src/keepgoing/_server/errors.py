@@ -36,6 +36,7 @@ STATUS: dict[str, int] = {
     errors.DuplicateNameError.code: 400,
     errors.PayloadError.code: 400,
     errors.InvalidRequestError.code: 400,
+    errors.ReuseRefusedError.code: 400,
     errors.VolumeError.code: 400,
     errors.GroupError.code: 400,
     errors.AuthenticationError.code: 401,
@@ -101,6 +102,8 @@ def from_keepgoing(exc: errors.KeepgoingError) -> ApiError:
         return ApiError(500, "internal", "the server failed; see its log")
     details: dict[str, Any] = {}
     if isinstance(exc, errors.WorkflowAlreadyRunningError):
+        details = {"workflow_id": exc.workflow_id, "run_id": exc.run_id}
+    if isinstance(exc, errors.ReuseRefusedError):
         details = {"workflow_id": exc.workflow_id, "run_id": exc.run_id}
     report = getattr(exc, "report", None)
     if isinstance(exc, errors.DeployRefusedError) and report is not None:

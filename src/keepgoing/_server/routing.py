@@ -6,7 +6,7 @@ decoded to ``t/history`` and answer the history of run ``t``. So
 :class:`RunPaths` reads the path as the client sent it: an encoded ``%2F``
 belongs to the id; a literal ``/`` followed by ``history``, ``result``,
 ``lineage``, ``cancel``, ``messages``, ``unblock``, ``migrate``, ``logs``, ``steps``,
-``model``, ``stream``, ``kill-worker``, ``status``, ``resume`` or ``fork`` as the last
+``model``, ``stream``, ``kill-worker``, ``status``, ``resume``, ``fork`` or ``check`` as the last
 segment names that call,
 and any other literal ``/`` belongs to the id too (``/runs/a/b`` is run
 ``a/b``). It passes the id on percent-encoded as one segment, which the
@@ -44,6 +44,7 @@ ACTIONS = frozenset(
         "status",
         "resume",
         "fork",
+        "check",
     }
 )
 

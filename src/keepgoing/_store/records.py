@@ -217,6 +217,10 @@ class ActivationCommit:
     lease_ttl: float = 15.0
     blocked_reason: str | None = None
     code_version: str = ""
+    #: The first activation of a resumed or forked run that passed the check of its
+    #: reused steps: the steps still open in that prefix, held until now
+    #: (``sql/prefix.py``), become claimable in the same commit.
+    release_held: bool = False
 
 
 @dataclass(frozen=True)

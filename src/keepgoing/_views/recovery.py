@@ -9,6 +9,11 @@ value from the store's ``run_status`` table, and, asked to wait, sleeps on the s
 (``Store.wait_for_change``: the doorbell on SQLite, ``LISTEN`` on PostgreSQL),
 which a commit that publishes a status rings. ``SAFETY_POLL`` only covers a
 wake-up lost between processes.
+
+A fork's caller may wait for its check (``wait_for_check``): the new run's
+first activation replays the prefix it reuses and either goes on past it or
+fails the run with the refusal (``_runtime/prefix.py``); :func:`wait_for_check`
+waits, on the same change signal, for one or the other.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from keepgoing._clock import system_clock
+from keepgoing._history import events as ev
+from keepgoing._runtime.prefix import REFUSED
 from keepgoing._store.doorbell import WaitKey
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import TERMINAL, AuditEntry, RunRecord
@@ -27,7 +34,12 @@ from keepgoing._views.batch import check_id
 from keepgoing._views.prefix_check import check_fork, check_resume
 from keepgoing._workflow.inputs import start_input
 from keepgoing._workflow.status import check_status_name
-from keepgoing.errors import InvalidRequestError, RunNotFoundError
+from keepgoing.errors import (
+    InvalidRequestError,
+    ReuseRefusedError,
+    RunNotFoundError,
+    WorkflowBlockedError,
+)
 
 __all__ = [
     "SAFETY_POLL",
@@ -39,6 +51,7 @@ __all__ = [
     "origins_view",
     "read_status",
     "resume",
+    "wait_for_check",
 ]
 
 SAFETY_POLL = 1.0
@@ -195,6 +208,49 @@ async def fork(
         AuditEntry(now, actor.kind, actor.id, "workflow.fork", new.workflow_id, new.run_id, detail)
     )
     return new, old
+
+
+def _checked(run: RunRecord, after: list[ev.Event]) -> bool:
+    """Whether the events after a copied run's reused prefix show its check done;
+    raises the refusal (or the block) the first activation recorded."""
+    for event in after:
+        if isinstance(event, ev.WorkflowFailed) and event.error.type == REFUSED:
+            raise ReuseRefusedError(event.error.message, run.workflow_id, run.run_id)
+    if any(isinstance(e, ev.ActivationCompleted) for e in after):
+        return True
+    blocked = next((e for e in after if isinstance(e, ev.WorkflowBlocked)), None)
+    if blocked is not None:
+        raise WorkflowBlockedError(
+            f"run {run.run_id} of {run.workflow_id!r} was blocked replaying the steps it "
+            f"reuses: {blocked.reason}"
+        )
+    return run.status in TERMINAL  # ended before any activation: nothing left to check
+
+
+async def wait_for_check(store: Store, run: RunRecord, wait: float | None = None) -> bool:
+    """Wait until the resumed or forked run ``run`` has passed the check of the steps
+    it reuses (an activation past them committed); False if ``wait`` seconds passed
+    first (None: no limit).
+
+    Raises:
+        ReuseRefusedError: the run was refused (it failed with the message naming
+            the step and argument that differ).
+        WorkflowBlockedError: its code failed while replaying the reused steps.
+    """
+    waiter = WaitKey()
+    deadline = None if wait is None else system_clock.monotonic() + wait
+    await store.wait_for_change(0, waiter)  # from here on no change is missed
+    first = await store.read_history(run.run_id)
+    started = next((e for e in first if isinstance(e, ev.WorkflowStarted)), None)
+    upto = started.reused_upto if started is not None and started.reused_upto else 1
+    while True:
+        current = await store.get_run(run.run_id) or run  # before its events: no end missed
+        if _checked(current, await store.read_history(run.run_id, upto)):
+            return True
+        left = None if deadline is None else deadline - system_clock.monotonic()
+        if left is not None and left <= 0:
+            return False
+        await store.wait_for_change(SAFETY_POLL if left is None else min(SAFETY_POLL, left), waiter)
 
 
 def _origin(o: Origin, *, own: bool) -> dict[str, Any]:

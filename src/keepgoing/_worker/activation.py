@@ -26,6 +26,7 @@ from keepgoing._clock import Clock
 from keepgoing._history import events as ev
 from keepgoing._payload import safe_text
 from keepgoing._runtime.instance import Activation, WorkflowInstance
+from keepgoing._runtime.prefix import REFUSED, PrefixMismatch
 from keepgoing._store.protocol import Store
 from keepgoing._store.records import (
     ActivationClaim,
@@ -193,6 +194,10 @@ class Activator:
             self.stats.replays += 1
         try:
             activation = instance.activate(events)
+        except PrefixMismatch as exc:  # a copied run's reused steps: it fails, no retry
+            await self._refuse(claim, exc, events)
+            instance.close()
+            return None, NOTHING
         except NondeterminismError as exc:
             await self._block(claim, str(exc))
             instance.close()
@@ -205,7 +210,9 @@ class Activator:
             instance.close()
             return None, NOTHING
         self.stats.activations += 1
-        if not activation.commands and not activation.delivered:
+        # A copied run past its reused steps: the steps its prefix left open may run now.
+        checked = instance.reused is not None
+        if not activation.commands and not activation.delivered and not checked:
             await self.store.release_activation(run.run_id, claim.fence)
             instance.fence = claim.fence
             return instance, NOTHING
@@ -222,12 +229,15 @@ class Activator:
             eager_limit=max(0, room or 0),
             lease_ttl=self.settings.lease_ttl,
             code_version=self.code_version(run.workflow_name),
+            release_held=checked,
         )
         try:
             result = await self.store.commit_activation(commit)
         except BaseException:
             instance.close()  # it ran ahead of the store
             raise
+        if result.ok:
+            instance.reused = None  # checked: live activations never replay the prefix
         return self._after_commit(instance, result, activation.saw_upto, activation.commands)
 
     async def _block(self, claim: ActivationClaim, reason: str) -> None:
@@ -244,6 +254,29 @@ class Activator:
                 commands=[],
                 now=self.clock.now(),
                 blocked_reason=reason,
+                code_version=self.code_version(claim.run.workflow_name),
+            )
+        )
+
+    async def _refuse(
+        self, claim: ActivationClaim, exc: PrefixMismatch, events: list[ev.Event]
+    ) -> None:
+        """Fail a resumed or forked run whose reused prefix the code schedules otherwise:
+        its first activation ends it, so no step past the prefix is scheduled."""
+        message = safe_text(str(exc))
+        log.error("run %s is refused:\n%s", claim.run.run_id, message)
+        now = self.clock.now()
+        failed = ev.WorkflowFailed(error=ev.ErrorInfo(type=REFUSED, message=message))
+        await self.store.commit_activation(
+            ActivationCommit(
+                run_id=claim.run.run_id,
+                fence=claim.fence,
+                worker_id=self.worker_id,
+                saw_upto=max((e.seq for e in events if e.ROLE == "input"), default=0),
+                time=now,
+                commands=[failed],
+                now=now,
+                lease_ttl=self.settings.lease_ttl,
                 code_version=self.code_version(claim.run.workflow_name),
             )
         )

@@ -23,43 +23,13 @@ from typing import Any
 
 from keepgoing._history import events as ev
 from keepgoing._history.codec import decode
-from keepgoing._runtime.instance import WorkflowInstance, _diff
+from keepgoing._runtime.instance import WorkflowInstance
+from keepgoing._runtime.prefix import EVERYTHING
 from keepgoing._worker.loader import load_file
 from keepgoing._workflow.registry import registry
 from keepgoing.errors import KeepgoingError, NondeterminismError
 
 __all__ = ["main", "replay_one"]
-
-
-def _arguments(command: ev.Event) -> object:
-    if not isinstance(command, ev.TaskScheduled):
-        return None
-    return json.loads(json.dumps([command.args, command.kwargs], sort_keys=True, default=repr))
-
-
-class _StrictInstance(WorkflowInstance):
-    """Replay that also holds each step to the arguments it was scheduled with."""
-
-    def _replay_group(self, marker: ev.ActivationCompleted, recorded: list[ev.Event]) -> None:
-        self._recorded.update(c.change_id for c in recorded if isinstance(c, ev.PatchMarked))
-        self._replaying = True
-        try:
-            self._deliver_upto(marker.saw_upto, marker.time)
-        finally:
-            self._replaying = False
-        produced, self._pending = self._pending, []
-        recorded = [c for c in recorded if not isinstance(c, ev.UNMATCHED)]
-        produced = [c for c in produced if not isinstance(c, ev.UNMATCHED)]
-        if [c.key() for c in recorded] != [c.key() for c in produced]:
-            raise NondeterminismError(_diff(marker, recorded, produced))
-        for was, now in zip(recorded, produced, strict=True):
-            if was.key() == now.key() and _arguments(was) != _arguments(now):
-                assert isinstance(was, ev.TaskScheduled) and isinstance(now, ev.TaskScheduled)
-                raise NondeterminismError(
-                    f"step {was.cmd} ({was.name}) would be scheduled with other arguments: "
-                    f"recorded args={was.args!r} kwargs={was.kwargs!r}, "
-                    f"now args={now.args!r} kwargs={now.kwargs!r}"
-                )
 
 
 def replay_one(events: Sequence[ev.Event], *, strict_args: bool = False) -> str | None:
@@ -71,13 +41,14 @@ def replay_one(events: Sequence[ev.Event], *, strict_args: bool = False) -> str 
     if definition is None:
         known = ", ".join(sorted(registry.workflows)) or "none"
         return f"the new code defines no workflow {started.workflow_name!r} (it has: {known})"
-    kind = _StrictInstance if strict_args else WorkflowInstance
-    instance = kind(
+    instance = WorkflowInstance(
         definition.fn,
         run_id=started.run_id,
         workflow_id=started.workflow_id,
         workflow_name=started.workflow_name,
     )
+    if strict_args:  # every step is reused: the run's own rule (``_runtime/prefix.py``)
+        instance.reused = EVERYTHING
     try:
         instance.activate(events)
     except NondeterminismError as exc:

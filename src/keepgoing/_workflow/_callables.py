@@ -11,7 +11,7 @@ from typing import Any
 from keepgoing._payload import MAX_DEPTH, check_json, plain
 from keepgoing.errors import PayloadError
 
-__all__ = ["bind_arguments", "check_call", "code_version", "origin_of"]
+__all__ = ["bind_arguments", "check_call", "code_version", "origin_of", "positional_names"]
 
 
 def origin_of(fn: Callable[..., Any]) -> str:
@@ -36,6 +36,17 @@ def code_version(fn: Callable[..., Any]) -> str:
 @functools.lru_cache(maxsize=4096)
 def _signature(fn: Callable[..., Any]) -> inspect.Signature:
     return inspect.signature(fn)
+
+
+def positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The names ``fn``'s positional arguments bind to, in order (the ones a
+    ``*args`` takes have none: they are numbered where named)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    try:
+        params = _signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: arguments are numbered
+        return ()
+    return tuple(p.name for p in params if p.kind in kinds)
 
 
 def check_call(

@@ -18,7 +18,12 @@ from keepgoing._limits import (
 )
 from keepgoing._runtime.context import current_instance
 from keepgoing._runtime.instance import TaskSpec
-from keepgoing._workflow._callables import bind_arguments, check_call, origin_of
+from keepgoing._workflow._callables import (
+    bind_arguments,
+    check_call,
+    origin_of,
+    positional_names,
+)
 from keepgoing._workflow.registry import registry
 from keepgoing._workflow.retry_policy import ErrorTypes, check_overlap, exception_types
 from keepgoing._workflow.review import UNCERTAIN, settle_uncertain
@@ -128,6 +133,7 @@ class TaskDefinition(Generic[P, R]):
         self.image = image
         self.reconcile = reconcile
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.params = positional_names(fn)
         self.origin = origin_of(fn)
         functools.update_wrapper(self, fn)
         registry.add_task(self)  # type: ignore[arg-type]
@@ -183,6 +189,7 @@ class TaskDefinition(Generic[P, R]):
                 tuple(plain_args),
                 plain_kwargs,
             ),
+            params=self.params,
         )
         cmd, future = instance.schedule_task(spec)
         review = functools.partial(settle_uncertain, instance, spec, cmd)

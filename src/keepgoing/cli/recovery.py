@@ -66,13 +66,22 @@ def fork(
         str | None, typer.Option("--workflow-id", help="The fork's workflow id.")
     ] = None,
     revision: RevisionOption = None,
+    wait_for_check: Annotated[
+        bool,
+        typer.Option(
+            "--wait-for-check",
+            help="Return once the fork has passed the check of the steps it reuses "
+            "(exit 1 with the reason if it was refused).",
+        ),
+    ] = False,
     url: UrlOption = None,
     token: TokenOption = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Start a new run that reuses the results of the steps before --from-step and runs
-    the rest, with --input if given.
+    the rest, with --input if given. A reused step the new input or code would
+    schedule with other arguments fails the fork at its first activation.
 
     Example:
 
@@ -81,7 +90,12 @@ def fork(
     value = parse_json(input, "--input") if input is not None else None
     with cli_errors(), open_client(url, token, store) as client:
         handle = client.fork_workflow(
-            workflow_id, from_step, input=value, workflow_id=new_id, revision=revision
+            workflow_id,
+            from_step,
+            input=value,
+            workflow_id=new_id,
+            revision=revision,
+            wait_for_check=wait_for_check,
         )
     if as_json:
         emit_json(handle)

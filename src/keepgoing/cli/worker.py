@@ -11,9 +11,12 @@ from typing import Annotated
 
 import typer
 
+from keepgoing import _supervisor as supervisor
 from keepgoing._open_store import store_from_url
+from keepgoing._store.records import WorkerStop
 from keepgoing._store.startup import Opening
 from keepgoing._store.url import redact_url, resolve_store_url
+from keepgoing._store.worker_stops import SHUTDOWN
 from keepgoing._worker import process, signals
 from keepgoing._worker.loader import load_file, task_queues_from_env
 from keepgoing._worker.redact import install_log_redaction, install_stream_redaction
@@ -78,6 +81,11 @@ def worker(
     setup_logging(verbose)
     install_log_redaction()
     try:
+        supervisor.supervisor_pid()  # a bad KEEPGOING_SUPERVISOR_PID stops it here, named
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
         registry.task_queues.update(task_queues_from_env())
         module = load_file(file)  # before touching the store: a bad file writes nothing
         settings = WorkerSettings.from_env(
@@ -137,14 +145,31 @@ async def _serve(the_worker: Worker, connect_timeout: float | None) -> None:
             log.info("worker %s stopping: %s", the_worker.worker_id, reason.detail)
         the_worker.request_stop(reason)
 
+    def supervisor_gone() -> None:
+        stop.set()
+        if not the_worker.stopping:
+            log.info(
+                "worker %s stopping: the process that started it is gone", the_worker.worker_id
+            )
+        the_worker.request_stop(
+            WorkerStop(
+                the_worker.worker_id,
+                SHUTDOWN,
+                via="worker",
+                detail="the process that started it (its server or group) is gone",
+            )
+        )
+
     signals.watch()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, request_stop, sig)
+    unwatch = supervisor.watch(loop, supervisor_gone)
     try:
         if not await Opening(the_worker.store, timeout=connect_timeout).wait(stop):
             log.info("worker %s stopped before the store was reachable", the_worker.worker_id)
             return
         await the_worker.run()
     finally:
+        unwatch()
         await the_worker.store.close()
     log.info("worker %s stopped", the_worker.worker_id)

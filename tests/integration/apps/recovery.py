@@ -1,6 +1,7 @@
 """Workflows for the recovery controls: published progress, resume and fork.
 
-``five_steps`` runs ``step`` 1 to 5 in order, publishing its progress; step 3
+``five_steps`` runs ``step`` 1 to 5 in order, publishing its progress (``word``
+reaches steps 3 to 5 only, so a fork from step 3 may change it); step 3
 fails with a NonRetryableError while this file says ``BROKEN = True`` (the
 tests fix the code by rewriting that line). ``held`` waits for a marker file.
 """
@@ -33,7 +34,7 @@ def held(key: str) -> str:
 async def five_steps(key: str, word: str = "w") -> list[str]:
     done: list[str] = []
     for n in range(1, 6):
-        done.append(await step(key, n, word))
+        done.append(await step(key, n, word if n >= 3 else "w"))
         keepgoing.set_status("progress", {"done": n, "of": 5})
     return done
 

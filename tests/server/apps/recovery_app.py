@@ -1,7 +1,8 @@
 """Workflows for the recovery routes: published progress, and a run to resume and fork.
 
 ``three_steps`` fails at step 2 until the file ``fixed`` exists in ``KG_TEST_DIR``
-(the test's stand-in for a code fix).
+(the test's stand-in for a code fix). ``then`` (default: ``word``) is the word of
+steps 2 and 3 only, so a fork from step 2 may change it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ def part(n: int, word: str) -> str:
 
 
 @keepgoing.workflow
-async def three_steps(word: str = "w") -> list[str]:
+async def three_steps(word: str = "w", then: str | None = None) -> list[str]:
     done = []
     for n in (1, 2, 3):
-        done.append(await part(n, word))
+        done.append(await part(n, word if n == 1 or then is None else then))
         keepgoing.set_status("progress", n)
     return done

@@ -154,3 +154,17 @@ def ask_model(question: str) -> str:
 @keepgoing.workflow
 async def ask(question: str) -> str:
     return await ask_model(question)
+
+
+@keepgoing.task(retries=3, retry_delay="50ms", give_up_on=(ValueError,))
+def validate(ticket: str) -> str:
+    """Retried once for a flaky check, then refused for good: a ValueError is not retried."""
+    if _attempt() == 1:
+        raise ConnectionError("the validator did not answer")
+    raise ValueError(f"ticket {ticket} is malformed")
+
+
+@keepgoing.workflow
+async def strict(ticket: str) -> str:
+    """One step with an error retried, then an error not retried: the run fails."""
+    return await validate(ticket)

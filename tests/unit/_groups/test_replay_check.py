@@ -183,5 +183,7 @@ def test_strict_arguments_name_the_first_step_a_new_input_changes() -> None:
     # Without strict_args, replay matches by name and number only.
     assert check(ARGS, [(run(), argued(2, 1))]).failures == ()
     (failure,) = check(ARGS, [(run(), argued(2, 1))], strict_args=True).failures
-    assert "step 1 (step) would be scheduled with other arguments" in (failure.error or "")
-    assert "[[1, 1]]" in (failure.error or "") and "2" in (failure.error or "")
+    assert "step 1 step was recorded with pair=[1, 1], the new input schedules pair=[2, 2]" in (
+        failure.error or ""
+    )
+    assert "fork from step 1 or earlier" in (failure.error or "")

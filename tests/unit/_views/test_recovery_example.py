@@ -16,3 +16,9 @@ def test_the_recovery_example_runs() -> None:
     assert done.returncode == 0, done.stderr
     assert "status: drafted" in done.stdout
     assert "published: NOTES ON REFUNDS" in done.stdout
+    assert (
+        "refused: run " in done.stdout
+        and "fork refused: step 1 fetch was recorded with topic='billing', the new input "
+        "schedules topic='refunds'; fork from step 1 or earlier"
+        in done.stdout
+    )

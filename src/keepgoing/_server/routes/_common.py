@@ -49,8 +49,8 @@ WorkflowIdPath = Annotated[
         pattern=ID_PATTERN,
         description="The workflow id of the run (its newest run). A `/` in it may be sent "
         "as it is or as `%2F`; a `/` before a final `history`, `result`, `lineage`, "
-        "`cancel`, `messages`, `unblock`, `logs`, `steps`, `model`, `stream` or `kill-worker` "
-        "must be sent as `%2F`.",
+        "`cancel`, `messages`, `unblock`, `logs`, `steps`, `model`, `stream`, `kill-worker`, "
+        "`status`, `resume`, `fork` or `check` must be sent as `%2F`.",
     ),
 ]
 RunIdQuery = Annotated[

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from keepgoing._history import events as ev
 from keepgoing._payload import dumps, encode
 from keepgoing._store import records as rec
-from keepgoing._store.sql import history, leases, messaging, reviews, status, versions
+from keepgoing._store.sql import history, leases, messaging, prefix, reviews, status, versions
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import columns, every, one, value
@@ -93,6 +93,8 @@ def commit_activation(conn: Connection, c: rec.ActivationCommit) -> rec.CommitRe
         eager_limit=c.eager_limit,
         lease_ttl=c.lease_ttl,
     )
+    if c.release_held:
+        prefix.release_held(conn, c.run_id, c.now)
     return rec.CommitResult(ok=True, last_seq=last, fence=c.fence, eager=eager, saw_upto=c.saw_upto)
 
 

@@ -4,9 +4,10 @@ A new run reuses the recorded prefix of an ended run instead of running it
 again: one transaction starts the run (its own ``WorkflowStarted``, with the
 new run id and input) and copies every later event before the *cut* with
 ``INSERT ... SELECT`` — the store's SQL, never a replay through workers. The
-steps still open at the cut get their task rows back (pending), as do its
-timers (pending) and the progress it published, so the new run's first
-activation replays the prefix and goes on from there, live.
+steps still open at the cut get their task rows back (pending, but held, see
+:data:`HELD`, until the first activation has passed the check of the reused
+steps), as do its timers (pending) and the progress it published, so the new
+run's first activation replays the prefix and goes on from there, live.
 
 **Where to cut.** Before an ``ActivationCompleted`` marker (its group of
 commands goes with it, and every input before it is kept, delivered live to
@@ -24,7 +25,14 @@ is clean whatever the workflow does:
   it was cancelled in.
 
 The new run's ``WorkflowStarted`` carries ``seed``, its origin's run id, so
-``keepgoing.uuid4()`` and ``random()`` replay the prefix with its values.
+``keepgoing.uuid4()`` and ``random()`` replay the prefix with its values, and
+``reused_upto`` (the last seq copied) with ``reused_by`` (``resume``, ``fork``,
+or ``fork_input`` for a fork given a new input): the worker holds every step of
+that prefix, as it replays it at the first activation, to the name and
+arguments it recorded (``_runtime/prefix.py``), so a plain worker refuses a
+prefix the code or the new input would schedule differently. The new run's
+trouble counters start at what the copied prefix holds (its retries, worker
+losses and rate limits).
 
 Waits this copy cannot re-create refuse the copy with the reason: an open
 external-event wait or a child run started in the prefix.
@@ -44,9 +52,16 @@ from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
 from keepgoing._store.sql.rows import value
 from keepgoing._store.sql.status import record_status
+from keepgoing._store.trouble import count_events
 from keepgoing.errors import InvalidRequestError
 
-__all__ = ["Copy", "cut_before_step", "cut_for_resume", "copy_prefix"]
+__all__ = ["HELD", "Copy", "cut_before_step", "cut_for_resume", "copy_prefix", "release_held"]
+
+HELD = 1e15
+"""``available_at`` of a step still open in a copied prefix until the run's first
+activation has passed the check of its reused steps: no worker claims it before
+(a fork refused for a step's new arguments runs none of them); that commit sets
+it to its own time (:func:`release_held`), a refusal cancels it with the run."""
 
 _TASK_COLUMNS = (
     "cmd, workflow_id, name, queue, status, args, kwargs, image, retries, retry_delay, "
@@ -68,6 +83,8 @@ class Copy:
     step: int | None
     revision: int | None
     now: float
+    #: ``"fork_input"`` for a fork given a new input; else ``kind`` is what reused it.
+    reused_by: str = ""
 
 
 def _marker_before(events: Sequence[ev.Event], seq: int) -> int:
@@ -166,7 +183,12 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
     started = next(e for e in events if isinstance(e, ev.WorkflowStarted))
     first = history.read_history(conn, c.run_id, 0)[0]
     assert isinstance(first, ev.WorkflowStarted)
-    seeded = dataclasses.replace(first, seed=started.seed or started.run_id)
+    seeded = dataclasses.replace(
+        first,
+        seed=started.seed or started.run_id,
+        reused_upto=c.cut - 1,
+        reused_by=c.reused_by or c.kind,
+    )
     conn.execute(
         "UPDATE history SET body = ? WHERE run_id = ? AND seq = 1",
         (encode_at(seeded, 1, first.at), c.run_id),
@@ -177,10 +199,23 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
         (c.run_id, src.run_id, c.cut),
     )
     inputs = [e.seq for e in events if e.seq < c.cut and e.ROLE == "input"]
+    trouble = count_events(src.run_id, [e for e in events if 1 < e.seq < c.cut])
     conn.execute(
         "UPDATE runs SET next_seq = ?, last_input_seq = ?, origin_run_id = ?, origin_kind = ?, "
-        "origin_step = ?, group_revision = COALESCE(?, group_revision) WHERE run_id = ?",
-        (c.cut, max(inputs, default=1), src.run_id, c.kind, c.step, c.revision, c.run_id),
+        "origin_step = ?, group_revision = COALESCE(?, group_revision), worker_losses = ?, "
+        "retries = ?, rate_limited = ? WHERE run_id = ?",
+        (
+            c.cut,
+            max(inputs, default=1),
+            src.run_id,
+            c.kind,
+            c.step,
+            c.revision,
+            trouble.worker_losses,
+            trouble.retries,
+            trouble.rate_limited,
+            c.run_id,
+        ),
     )
     scheduled = [e.cmd for e in events if e.seq < c.cut and isinstance(e, ev.TaskScheduled)]
     if scheduled:
@@ -193,7 +228,8 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
             "retries, retry_delay, timeout, max_worker_losses, attempt, "
             f"CASE WHEN cmd IN ({reopen}) THEN 0 ELSE failures END, "
             f"CASE WHEN cmd IN ({reopen}) THEN 0 ELSE worker_losses END, fence, "
-            f"CASE WHEN cmd IN ({reopen}) THEN ? ELSE available_at END, started_at, deadline, "
+            f"CASE WHEN cmd IN ({reopen}) THEN {HELD!r} ELSE available_at END, started_at, "
+            "deadline, "
             "NULL, NULL, operation_id "
             f"FROM tasks WHERE run_id = ? AND cmd IN ({marks})",
             (
@@ -203,7 +239,6 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
                 *open_tasks,
                 *open_tasks,
                 *open_tasks,
-                c.now,
                 src.run_id,
                 *scheduled,
             ),
@@ -220,3 +255,12 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
     found = ops.get_run(conn, c.run_id)
     assert found is not None
     return found
+
+
+def release_held(conn: Connection, run_id: str, now: float) -> None:
+    """Make the steps a copied run held (:data:`HELD`) claimable from ``now``."""
+    conn.execute(
+        "UPDATE tasks SET available_at = ? WHERE run_id = ? AND status = 'pending' "
+        "AND available_at >= ?",
+        (now, run_id, HELD),
+    )

@@ -69,8 +69,9 @@ def fork_run(
     events = history.read_history(conn, source.run_id, 0)
     cut = prefix.cut_before_step(events, from_step)
     stored = source.input if input is None else input
+    by = "fork" if stored == source.input else "fork_input"
     copy = prefix.Copy(
-        source, cut, run_id, new_workflow_id, stored, "fork", from_step, revision, now
+        source, cut, run_id, new_workflow_id, stored, "fork", from_step, revision, now, by
     )
     return prefix.copy_prefix(conn, copy, events), source
 

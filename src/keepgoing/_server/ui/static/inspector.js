@@ -129,6 +129,8 @@ function outcomeText(a) {
       return "timed out";
     case "rate_limited":
       return "rate-limited (429)";
+    case "non_retryable":
+      return "not retried";
     case "released":
       return "handed back";
     default:

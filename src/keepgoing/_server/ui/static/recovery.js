@@ -1,7 +1,8 @@
 // Recovery from the inspector: "Resume from here" on the failed step of a failed or
 // cancelled run, "Fork from here" on any step of an ended run (with an input editor
 // that checks its JSON). Both post through the session (api() sends the CSRF token)
-// and open the new run; a fork also links the Diff page with the pair.
+// and open the new run; a fork also links the Diff page with the pair, once it has
+// passed the check of the steps it reuses (a refusal is shown in the form).
 import { api, can, el, report, runHref, runPath } from "./api.js";
 
 const ENDED = new Set(["completed", "failed", "cancelled"]);
@@ -50,8 +51,12 @@ function forkBox(run, step) {
       return;
     }
     submit.disabled = true;
+    problem.textContent = "Checking the steps the fork reuses…";
     try {
-      const found = await api(`${runPath(run.workflow_id)}/fork`, { method: "POST", body: { from_step: step.cmd, input } });
+      // Answered once the fork's first activation has replayed the steps it reuses: a
+      // step the new input would schedule with other arguments refuses it, said here.
+      const body = { from_step: step.cmd, input, wait_for_check: true };
+      const found = await api(`${runPath(run.workflow_id)}/fork`, { method: "POST", body });
       const diff = `/diff?a=${encodeURIComponent(run.workflow_id)}&b=${encodeURIComponent(found.run.workflow_id)}`;
       form.replaceWith(el("p", { id: "fork-made" }, "Forked as ", el("a", { href: runHref(found.run.workflow_id), id: "fork-link" }, found.run.workflow_id), " · ", el("a", { href: diff, id: "fork-diff" }, "compare the two")));
     } catch (error) {

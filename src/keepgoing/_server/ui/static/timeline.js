@@ -10,6 +10,7 @@ import { bars } from "./model.js";
 export const STATES = [
   ["completed", "completed", ""],
   ["error", "error, retried", "!"],
+  ["non_retryable", "not retried", "⊘"],
   ["rate_limited", "rate-limited (429)", "429"],
   ["timeout", "timed out", "◷"],
   ["worker_lost", "worker lost", "✕"],
@@ -192,6 +193,7 @@ export class Timeline {
     else if (kind === "timeout") text = "timed out";
     else if (kind === "rate_limited") text = `429${noted > 1 ? ` ×${noted}` : ""}, retried`;
     else if (kind === "error") text = `${bar.error ? bar.error.type.split(".").pop() : "error"}${noted > 1 ? ` ×${noted}` : ""}`;
+    else if (kind === "non_retryable") text = `${bar.error ? bar.error.type.split(".").pop() : "error"}, not retried`;
     else if (kind === "uncertain") text = "uncertain: waits for review";
     else if (kind === "released") text = "handed back";
     const title = `${step.name} attempt ${bar.n}${who}: ${bar.why || (bar.error ? `${bar.error.type}: ${bar.error.message}` : kind.replace("_", " "))}, ${fmtDur((bar.end ?? bar.start) - bar.start)}`;
