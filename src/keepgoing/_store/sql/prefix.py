@@ -50,6 +50,7 @@ from keepgoing._store import records as rec
 from keepgoing._store.sql import history
 from keepgoing._store.sql import runs as ops
 from keepgoing._store.sql.connection import Connection
+from keepgoing._store.sql.limits import LIMIT_COLUMNS
 from keepgoing._store.sql.rows import value
 from keepgoing._store.sql.status import record_status
 from keepgoing._store.trouble import count_events
@@ -66,7 +67,7 @@ it to its own time (:func:`release_held`), a refusal cancels it with the run."""
 _TASK_COLUMNS = (
     "cmd, workflow_id, name, queue, status, args, kwargs, image, retries, retry_delay, "
     "timeout, max_worker_losses, attempt, failures, worker_losses, fence, available_at, "
-    "started_at, deadline, lease_owner, lease_expires_at, operation_id"
+    "started_at, deadline, lease_owner, lease_expires_at, operation_id, " + ", ".join(LIMIT_COLUMNS)
 )
 
 
@@ -230,7 +231,7 @@ def copy_prefix(conn: Connection, c: Copy, events: Sequence[ev.Event]) -> rec.Ru
             f"CASE WHEN cmd IN ({reopen}) THEN 0 ELSE worker_losses END, fence, "
             f"CASE WHEN cmd IN ({reopen}) THEN {HELD!r} ELSE available_at END, started_at, "
             "deadline, "
-            "NULL, NULL, operation_id "
+            f"NULL, NULL, operation_id, {', '.join(LIMIT_COLUMNS)} "
             f"FROM tasks WHERE run_id = ? AND cmd IN ({marks})",
             (
                 c.run_id,
