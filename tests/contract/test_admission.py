@@ -291,3 +291,10 @@ async def test_a_child_whose_key_needs_code_fails_to_start_and_the_parent_hears_
     history = await store.read_history("run-parent")
     (started,) = [e for e in history if isinstance(e, ChildRunStarted)]
     assert started.error is not None and "workflow's code" in started.error.message
+
+
+async def test_run_counts_count_a_queued_run_as_queued(store: Store) -> None:
+    # What /metrics exports as keepgoing_runs{status=...}.
+    for i in range(3):
+        await begin(store, f"c{i}")
+    assert await store.run_counts() == {"queued": 1, "running": 2}

@@ -53,6 +53,20 @@ async def test_a_finished_or_failed_attempt_gives_its_slot_back(store: Store) ->
     assert three.cmd == 3
 
 
+async def test_an_unlimited_completion_frees_no_slot(store: Store) -> None:
+    # A completion that frees a slot wakes every claim on the store, so an
+    # unlimited one must not say it did (SQLite 3.40's RETURNING once read the
+    # NULL limit of a column ALTER TABLE added as not NULL).
+    await start_with(store, [task(1), capped(2, 1)])
+    claims = {c.cmd: c for c in await claim_tasks(store, worker="w1", limit=5)}
+
+    plain = await store.complete_task(success(claims[1]))
+    limited = await store.complete_task(success(claims[2]))
+
+    assert plain.accepted and not plain.freed_slot
+    assert limited.accepted and limited.freed_slot
+
+
 async def test_keys_have_their_own_slots(store: Store) -> None:
     commands = [capped(1, 1, '"a"'), capped(2, 1, '"a"'), capped(3, 1, '"b"')]
     await start_with(store, commands)

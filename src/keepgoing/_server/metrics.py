@@ -27,7 +27,7 @@ from keepgoing._store.observe_protocol import STEP_BUCKETS
 __all__ = ["CONTENT_TYPE", "render"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-STATUSES = ("running", "blocked", "completed", "failed", "cancelled", "continued")
+STATUSES = ("queued", "running", "blocked", "completed", "failed", "cancelled", "continued")
 _QUEUE_KINDS = ("runnable_runs", "ready_tasks", "delayed_tasks", "running_tasks")
 
 

@@ -48,8 +48,9 @@ class SqlObserveMixin(ObserveStore):
                 for r in every(
                     c,
                     _Count,
-                    "SELECT status AS label, COUNT(*) AS n FROM runs "
-                    "GROUP BY status ORDER BY status",
+                    # A queued run (over its workflow's limit) is counted as queued.
+                    f"SELECT {admission.STATUS_SHOWN} AS label, COUNT(*) AS n FROM runs "
+                    f"GROUP BY {admission.STATUS_SHOWN} ORDER BY label",
                 )
             }
         )

@@ -46,7 +46,7 @@ class _Done(NamedTuple):
 
     cmd: int
     calls: bool
-    limited: bool
+    limit_name: str | None
 
 
 # ``fenced``: the fast activation's fence still holds (its parameter comes first).
@@ -61,7 +61,9 @@ _COMPLETE = (
     "UPDATE tasks SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL "
     f"WHERE run_id = ? AND cmd = ? AND {FENCED} "
     "AND EXISTS (SELECT 1 FROM runs WHERE run_id = ?) "
-    f"RETURNING cmd, EXISTS ({OPEN_CALLS}) AS calls, limit_name IS NOT NULL AS limited"
+    # The limit's name itself, tested here: SQLite 3.40's RETURNING gives
+    # ``limit_name IS NOT NULL`` as 1 for a NULL in a column ALTER TABLE added.
+    f"RETURNING cmd, EXISTS ({OPEN_CALLS}) AS calls, limit_name"
 )
 
 
@@ -97,7 +99,7 @@ def complete_task(
     done = ev.TaskCompleted(
         cmd=o.cmd, result=o.result, attempt=o.attempt, worker=o.worker_id, started_at=o.started_at
     )
-    freed = bool(done_row.limited)
+    freed = done_row.limit_name is not None
     if fast is not None and _unchanged(run, fast, o.now):
         activation = _apply_fast(conn, o.run_id, o.worker_id, o.now, fast, done, run)
         return rec.TaskOutcomeResult(
