@@ -44,9 +44,11 @@ from keepgoing._store.sql.limits import (
     ADMITTED,
     LIMIT_COLUMNS,
     RENEWABLE,
+    Buckets,
     LimitRow,
     admit,
     limit_row,
+    save_buckets,
 )
 from keepgoing._store.sql.rows import columns, every, one, value
 from keepgoing._store.sql.runs import (
@@ -275,10 +277,11 @@ def claim_tasks(
     )
     claims = []
     counts: dict[tuple[str, str], int] = {}  # slots held per key, counted once per claim
+    buckets: Buckets = {}  # token buckets, read once per claim and written once at its end
     for key in keys:
         limits = LimitRow(*key[2:])
         if limits != _UNLIMITED:  # flow control: a slot and a token, or it waits pending
-            admission = admit(conn, limits, now, counts)
+            admission = admit(conn, limits, now, counts, buckets)
             if not admission.admitted:
                 if admission.retry_at is not None:  # its token's instant: the next wake-up
                     conn.execute(
@@ -297,6 +300,7 @@ def claim_tasks(
         )
         assert row is not None  # the row was just selected, and is locked
         claims.append(task_claim(row))
+    save_buckets(conn, buckets, now)
     return claims
 
 

@@ -110,8 +110,17 @@ class Admission(NamedTuple):
     retry_at: float | None = None
 
 
+#: The buckets one claim has read, by ``(name, key)``: their tokens at the claim's
+#: instant, or None for a bucket another claim holds (see :func:`admit`).
+Buckets = dict[tuple[str, str], list[float] | None]
+
+
 def admit(
-    conn: Connection, row: LimitRow, now: float, counts: dict[tuple[str, str], int] | None = None
+    conn: Connection,
+    row: LimitRow,
+    now: float,
+    counts: dict[tuple[str, str], int] | None = None,
+    buckets: Buckets | None = None,
 ) -> Admission:
     """Admit one attempt of a task with ``row``'s limits, taking its token.
 
@@ -119,7 +128,10 @@ def admit(
     slot takes no token. ``counts``, kept by a caller admitting several attempts in
     one transaction, remembers the slots held per key (counted once, then one more
     per attempt admitted): the key is locked, or SQLite's one writer holds, until
-    the transaction ends, so nothing else changes them meanwhile.
+    the transaction ends, so nothing else changes them meanwhile. ``buckets`` does
+    the same for the token buckets: each is locked and read once, its tokens taken
+    in memory, and :func:`save_buckets` writes what is left once at the end, so a
+    claim of 16 attempts costs one bucket read and one write, not 16 of each.
     """
     if row.limit_name is not None and row.concurrency_cap is not None:
         key = (row.limit_name, row.limit_key or "")
@@ -133,10 +145,9 @@ def admit(
         if taken >= row.concurrency_cap:
             return Admission(False)
     if row.rate_name is not None and row.rate_tokens and row.rate_period:
-        rate_key = row.rate_key or ""
-        if not try_lock_key(conn, "rate", row.rate_name, rate_key):
-            return Admission(False)
-        due = _take_token(conn, row, rate_key, now)
+        due = _take_token(conn, row, row.rate_key or "", now, buckets)
+        if due is False:
+            return Admission(False)  # another claim is taking this bucket's tokens: the next pass
         if due is not None:
             return Admission(False, due)
     if counts is not None and row.limit_name is not None:
@@ -166,8 +177,34 @@ class _Bucket(NamedTuple):
     updated_at: float
 
 
-def _take_token(conn: Connection, row: LimitRow, key: str, now: float) -> float | None:
-    """Take one token; None if taken, else the instant the next one is due."""
+def _take_token(
+    conn: Connection, row: LimitRow, key: str, now: float, buckets: Buckets | None
+) -> float | bool | None:
+    """Take one token: None if taken, False if another claim holds the bucket, else
+    the instant the next token is due. With ``buckets``, the bucket is read once
+    per claim and written by :func:`save_buckets`; without, written at once."""
+    assert row.rate_name is not None and row.rate_tokens and row.rate_period
+    name = (row.rate_name, key)
+    if buckets is not None and name in buckets:
+        cached = buckets[name]
+    else:
+        cached = None
+        if try_lock_key(conn, "rate", *name):
+            cached = [_tokens_now(conn, row, key, now)]
+        if buckets is not None:
+            buckets[name] = cached
+    if cached is None:
+        return False
+    if cached[0] < 1.0:
+        return now + (1.0 - cached[0]) * row.rate_period / row.rate_tokens
+    cached[0] -= 1.0
+    if buckets is None:
+        save_buckets(conn, {name: cached}, now)
+    return None
+
+
+def _tokens_now(conn: Connection, row: LimitRow, key: str, now: float) -> float:
+    """The bucket's tokens at ``now``, refilled since it was last written."""
     assert row.rate_name is not None and row.rate_tokens and row.rate_period
     burst = max(1, row.rate_burst or 1)
     bucket = one(
@@ -176,20 +213,21 @@ def _take_token(conn: Connection, row: LimitRow, key: str, now: float) -> float 
         "SELECT tokens, updated_at FROM limit_buckets WHERE name = ? AND key = ?",
         (row.rate_name, key),
     )
-    tokens = (
-        float(burst)  # a bucket never used starts full
-        if bucket is None
-        else refill(bucket.tokens, bucket.updated_at, row.rate_tokens, row.rate_period, burst, now)
-    )
-    if tokens < 1.0:
-        return now + (1.0 - tokens) * row.rate_period / row.rate_tokens
-    conn.execute(
-        "INSERT INTO limit_buckets (name, key, tokens, updated_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (name, key) DO UPDATE SET tokens = excluded.tokens, "
-        "updated_at = excluded.updated_at",
-        (row.rate_name, key, tokens - 1.0, now),
-    )
-    return None
+    if bucket is None:
+        return float(burst)  # a bucket never used starts full
+    return refill(bucket.tokens, bucket.updated_at, row.rate_tokens, row.rate_period, burst, now)
+
+
+def save_buckets(conn: Connection, buckets: Buckets, now: float) -> None:
+    """Write the tokens left in each bucket a claim read (one statement)."""
+    rows = [(name, key, left[0], now) for (name, key), left in buckets.items() if left is not None]
+    if rows:
+        conn.executemany(
+            "INSERT INTO limit_buckets (name, key, tokens, updated_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (name, key) DO UPDATE SET tokens = excluded.tokens, "
+            "updated_at = excluded.updated_at",
+            rows,
+        )
 
 
 # -- the limits workers declare, their use, who waits ----------------------------------
