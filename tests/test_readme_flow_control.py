@@ -13,6 +13,6 @@ def test_the_readmes_flow_control_example_runs() -> None:
     block = section.split("```python", 1)[1].split("```", 1)[0]
     namespace: dict[str, object] = {"__name__": "readme_flow_control"}
     exec(compile(block, "README.md#flow-control", "exec"), namespace)
-    lookup = namespace["lookup"]
+    lookup = namespace["crm_lookup"]
     assert getattr(lookup, "concurrency", None) is not None
     assert getattr(lookup, "rate_limit", None) == "crm"
