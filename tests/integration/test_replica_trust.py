@@ -46,6 +46,7 @@ ALLOWED = {
     "KEEPGOING_SECRET_ENV",
     "KEEPGOING_URL",  # the server's, whose gateway its model calls go to ...
     "KEEPGOING_TOKEN",  # ... with a key minted for its revision
+    "KEEPGOING_SUPERVISOR_PID",  # the server's pid: the replica stops when it dies
     "KG_TEST_DIR",  # the group's own env
 }
 
