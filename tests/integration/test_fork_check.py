@@ -37,7 +37,7 @@ def _count(kg: Sandbox, task: str, key: str | None = None) -> int:
 
 def _original(kg: Sandbox, client: keepgoing.Client, ticket: str) -> None:
     run = client.trigger_workflow(
-        "support", {"ticket": ticket, "customer_id": "c1"}, workflow_id=ticket
+        "fork_support", {"ticket": ticket, "customer_id": "c1"}, workflow_id=ticket
     )
     assert client.result(run, timeout=30)[-1] == f"closed {ticket}"
 
@@ -108,7 +108,7 @@ def test_a_resume_onto_code_that_schedules_a_reused_step_otherwise_is_refused(
     app = kg.app("forks")
     _set(app, CLOSE_BROKEN=True)
     broken = workers.start(app)
-    run = client.trigger_workflow("support", {"ticket": "t3", "customer_id": "c3"})
+    run = client.trigger_workflow("fork_support", {"ticket": "t3", "customer_id": "c3"})
     with pytest.raises(keepgoing.WorkflowFailedError, match="closing t3 is broken"):
         client.result(run, timeout=30)
     broken.terminate()

@@ -1,6 +1,6 @@
 """A support workflow for the check of a fork's (or a resume's) reused steps.
 
-``support`` runs five steps for a ticket: ``greet`` and ``classify`` (from the
+``fork_support`` runs five steps for a ticket: ``greet`` and ``classify`` (from the
 ticket), ``lookup_customer(customer_id)``, ``reply(customer_id, note)`` and
 ``close(ticket)``. A fork from step 4 reuses steps 1 to 3: a new
 ``customer_id`` changes step 3's argument (refused), a new ``note`` only step
@@ -54,7 +54,7 @@ def close(ticket: str) -> str:
 
 
 @keepgoing.workflow
-async def support(ticket: str, customer_id: str, note: str = "thanks") -> list[str]:
+async def fork_support(ticket: str, customer_id: str, note: str = "thanks") -> list[str]:
     done = [await greet(ticket), await classify(ticket)]
     done.append(await lookup_customer(customer_id.upper() if UPPER_IDS else customer_id))
     done.append(await reply(customer_id, note))
