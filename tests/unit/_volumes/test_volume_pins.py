@@ -41,7 +41,8 @@ def test_a_running_tasks_reads_are_pinned_until_its_run_ends(store: Store) -> No
     for i in range(4):
         shared.put_file("notes.md", f"v{i + 1}")
 
-    result = Client(store=store).run_workflow(reader, workflow_id="reader-1")
+    with Client(store=store) as client:
+        result = client.run_workflow(reader, workflow_id="reader-1")
 
     assert result == {"old": "v1", "head": "v4", "dropped": [2, 3]}
     assert [v.id for v in shared.versions()] == [1, 4]
