@@ -115,6 +115,8 @@ def test_an_attempt_not_retried_has_a_style_of_its_own_on_the_timeline(
     row = _row(page, "validate")
     stopped = row.locator(".bar-non_retryable")
     stopped.wait_for()
+    # The timeline redraws as the run's updates arrive: read the bars once it has settled.
+    page.wait_for_load_state("networkidle")
     retried = row.locator(".bar-error")
     assert (stopped.count(), retried.count()) == (1, 1)
     style = (
