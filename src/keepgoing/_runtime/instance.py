@@ -394,7 +394,7 @@ class WorkflowInstance:
         previous = asyncio.events._get_running_loop()
         asyncio.events._set_running_loop(self.loop)
         try:
-            for task in asyncio.all_tasks(self.loop):
+            for task in self.loop.tasks():
                 coro = task.get_coro()
                 try:
                     if coro is not None and hasattr(coro, "close"):

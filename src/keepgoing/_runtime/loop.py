@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -49,6 +50,10 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         self._running = False
         self._closed = False
         self.unhandled: list[dict[str, Any]] = []
+        # Every task made on this loop (``create_task``: ``asyncio.create_task``,
+        # ``ensure_future``, ``gather``, ``TaskGroup`` and ``wait_for`` all make theirs
+        # there), so closing an instance never walks every task of the process.
+        self._tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
     # -- time and scheduling ---------------------------------------------
     def time(self) -> float:
@@ -127,7 +132,13 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         name: str | None = None,
         context: contextvars.Context | None = None,
     ) -> asyncio.Task[_T]:
-        return asyncio.Task(coro, loop=self, name=name, context=context)
+        task = asyncio.Task(coro, loop=self, name=name, context=context)
+        self._tasks.add(task)
+        return task
+
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """The tasks made on this loop that are not done yet."""
+        return [t for t in list(self._tasks) if not t.done()]
 
     # -- driving -----------------------------------------------------------
     def run_until_settled(self) -> None:

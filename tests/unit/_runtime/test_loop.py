@@ -765,3 +765,39 @@ def test_the_loop_is_only_running_inside_an_activation() -> None:
     finally:
         instance.close()
     assert instance.loop.is_closed()
+
+
+def test_closing_an_instance_closes_its_own_pending_tasks_and_no_others(
+    make_sim: MakeSim, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eviction closes every coroutine the run left pending (its main task, a child
+    task, a gather's), each running its ``finally``; it reads the tasks of its own
+    loop only, never every task of the process (which made it cost O(all runs))."""
+    closed: list[str] = []
+
+    async def child(name: str) -> int:
+        try:
+            return await fetch(1)
+        finally:
+            closed.append(name)
+
+    async def wf() -> list[int]:
+        try:
+            spare = asyncio.create_task(child("child"))
+            both = await asyncio.gather(child("gathered"), spare)
+            return list(both)
+        finally:
+            closed.append("main")
+
+    sim = make_sim(wf)
+    assert keys(sim.activate().commands) == [
+        ("TaskScheduled", 1, "loop.fetch"),
+        ("TaskScheduled", 2, "loop.fetch"),
+    ]
+
+    def walked(*args: object) -> object:
+        raise AssertionError("close() walked every task of the process")
+
+    monkeypatch.setattr(asyncio, "all_tasks", walked)
+    sim.instance.close()
+    assert sorted(closed) == ["child", "gathered", "main"]

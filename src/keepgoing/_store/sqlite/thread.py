@@ -100,6 +100,11 @@ class SqliteThread:
         self._conn_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._level = 0  # the connection's own ``PRAGMA synchronous`` (2 is FULL)
+        # The connection's own ``PRAGMA busy_timeout``, and whether it is set to 0 now:
+        # a call run here starts its write without waiting; the thread and every read
+        # wait as the connection is set. Switched only when the other kind comes.
+        self._wait_ms = 0
+        self._impatient = False
 
     def start(self) -> None:
         if self._thread is not None:
@@ -179,7 +184,9 @@ class SqliteThread:
             if conn is None or not self._queue.empty():
                 return None
             if not write:
+                self._patience(conn, True)
                 return _attempt(op, conn)
+            self._patience(conn, False)
             with self._lenient(conn, not durable):
                 done = _write_here(conn, op)
         finally:
@@ -200,6 +207,8 @@ class SqliteThread:
         with self._conn_lock:
             self._conn = conn
             self._level = _synchronous(conn)
+            self._wait_ms = int(single_value(conn, "PRAGMA busy_timeout"))
+            self._impatient = False
         self._ready.set()
         try:
             while True:
@@ -234,7 +243,18 @@ class SqliteThread:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
 
+    def _patience(self, conn: sqlite3.Connection, patient: bool) -> None:
+        """Set the connection's busy timeout to its own (``patient``) or to 0, if it
+        is not so already (the caller holds the connection's lock). A failure to set
+        it is the caller's: its next statement fails the same way."""
+        if self._impatient != patient:
+            return
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute(f"PRAGMA busy_timeout = {self._wait_ms if patient else 0}")
+            self._impatient = not patient
+
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Request]) -> None:
+        self._patience(conn, True)
         results: list[tuple[_Request, bool, Any]] = []
         writes = [r for r in batch if r.write]
         for request in batch:
@@ -325,15 +345,12 @@ def _alone_on(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 def _write_here(conn: sqlite3.Connection, op: Op) -> tuple[bool, Any] | None:
-    """One write transaction without waiting for another process's write lock:
-    None if that lock is held (nothing was done), else the outcome."""
+    """One write transaction without waiting for another process's write lock (the
+    connection's busy timeout is 0 here): None if that lock is held (nothing was
+    done), else the outcome. Once ``BEGIN IMMEDIATE`` holds the write lock of the
+    WAL, no statement of the transaction waits for another connection."""
     try:
-        wait_ms = int(single_value(conn, "PRAGMA busy_timeout"))
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+        conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
             return None
