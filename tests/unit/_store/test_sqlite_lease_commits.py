@@ -52,12 +52,30 @@ async def store(tmp_path: Path) -> Any:
     await opened.close()
 
 
-async def test_a_lease_write_commits_without_fsync_and_the_connection_stays_full(
+async def test_a_lease_write_commits_without_fsync_and_the_next_durable_write_with_it(
     store: SqliteStore,
 ) -> None:
     assert await store._write_lease(_level) == NORMAL
     assert await store._write(_level) == FULL
-    assert await store._read(_level) == FULL
+    assert await store._write_lease(_level) == NORMAL
+    assert await store._write_lease(_level) == NORMAL
+    assert await store._write(_level) == FULL  # set back once the kind of write changes
+    assert await store._write(_level) == FULL
+
+
+async def test_the_level_is_set_only_when_the_kind_of_write_changes(
+    store: SqliteStore,
+) -> None:
+    """Two lease writes in a row set ``synchronous`` once, not around each."""
+    seen: list[str] = []
+    store._thread._conn.set_trace_callback(seen.append)  # type: ignore[union-attr]
+    for write in (store._write_lease, store._write_lease, store._write, store._write):
+        await write(_level)
+    store._thread._conn.set_trace_callback(None)  # type: ignore[union-attr]
+    assert [s for s in seen if s.startswith("PRAGMA synchronous =")] == [
+        f"PRAGMA synchronous = {NORMAL}",
+        f"PRAGMA synchronous = {FULL}",
+    ]
 
 
 async def _one_batch(store: SqliteStore, calls: list[Any]) -> list[Any]:

@@ -47,7 +47,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -100,6 +100,7 @@ class SqliteThread:
         self._conn_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._level = 0  # the connection's own ``PRAGMA synchronous`` (2 is FULL)
+        self._set_level = 0  # what it is set to now: NORMAL after a lease-only write
         # The connection's own ``PRAGMA busy_timeout``, and whether it is set to 0 now:
         # a call run here starts its write without waiting; the thread and every read
         # wait as the connection is set. Switched only when the other kind comes.
@@ -187,8 +188,11 @@ class SqliteThread:
                 self._patience(conn, True)
                 return _attempt(op, conn)
             self._patience(conn, False)
-            with self._lenient(conn, not durable):
-                done = _write_here(conn, op)
+            try:
+                self._durability(conn, not durable)
+            except sqlite3.Error as exc:
+                return False, StoreError(f"could not set SQLite's synchronous level: {exc}")
+            done = _write_here(conn, op)
         finally:
             self._conn_lock.release()
         if done is not None and done[0] and _wants(notify, done[1]):
@@ -206,7 +210,7 @@ class SqliteThread:
             return
         with self._conn_lock:
             self._conn = conn
-            self._level = _synchronous(conn)
+            self._level = self._set_level = _synchronous(conn)
             self._wait_ms = int(single_value(conn, "PRAGMA busy_timeout"))
             self._impatient = False
         self._ready.set()
@@ -261,8 +265,8 @@ class SqliteThread:
             if not request.write:
                 results.append((request, *_attempt(request.op, conn)))
         if writes:
-            with self._lenient(conn, not any(r.durable for r in writes)):
-                written = self._run_writes(conn, writes)
+            self._durability(conn, not any(r.durable for r in writes))
+            written = self._run_writes(conn, writes)
             results.extend(written)
             if any(ok and _wants_notify(r, value) for r, ok, value in written):
                 with contextlib.suppress(Exception):
@@ -270,19 +274,15 @@ class SqliteThread:
         for request, ok, value in results:
             _resolve(request, ok, value)
 
-    @contextlib.contextmanager
-    def _lenient(self, conn: sqlite3.Connection, lease_only: bool) -> Iterator[None]:
-        """Around a write transaction: with ``lease_only``, commit it without an fsync
-        (``synchronous=NORMAL``) if the connection is set to sync more than that."""
-        if not lease_only or self._level <= _NORMAL:
-            yield
-            return
-        conn.execute(f"PRAGMA synchronous = {_NORMAL}")
-        try:
-            yield
-        finally:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute(f"PRAGMA synchronous = {self._level}")
+    def _durability(self, conn: sqlite3.Connection, lease_only: bool) -> None:
+        """Before a write transaction: with ``lease_only``, commit it without an fsync
+        (``synchronous=NORMAL``) if the connection is set to sync more than that; else
+        as the connection is set. Set only when it changes (the caller holds the
+        connection's lock); a failure to set it is the transaction's own."""
+        wanted = min(self._level, _NORMAL) if lease_only else self._level
+        if self._set_level != wanted:
+            conn.execute(f"PRAGMA synchronous = {wanted}")
+            self._set_level = wanted
 
     def _run_writes(
         self, conn: sqlite3.Connection, writes: list[_Request]
