@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
-import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -27,6 +26,8 @@ _T = TypeVar("_T")
 # A workflow that keeps the ready queue busy without ever waiting on history
 # (``while True: await asyncio.sleep(0)``) would never settle.
 _MAX_STEPS_PER_SETTLE = 1_000_000
+#: The tasks a loop keeps before it first drops the done ones.
+_PRUNE_FROM = 64
 
 
 class _TimerOwner(Protocol):
@@ -53,7 +54,9 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         # Every task made on this loop (``create_task``: ``asyncio.create_task``,
         # ``ensure_future``, ``gather``, ``TaskGroup`` and ``wait_for`` all make theirs
         # there), so closing an instance never walks every task of the process.
-        self._tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        # Done ones are dropped as it grows, so it stays within twice the live tasks.
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._prune_at = _PRUNE_FROM
 
     # -- time and scheduling ---------------------------------------------
     def time(self) -> float:
@@ -134,11 +137,14 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
     ) -> asyncio.Task[_T]:
         task = asyncio.Task(coro, loop=self, name=name, context=context)
         self._tasks.add(task)
+        if len(self._tasks) >= self._prune_at:
+            self._tasks = {t for t in self._tasks if not t.done()}
+            self._prune_at = max(_PRUNE_FROM, 2 * len(self._tasks))
         return task
 
     def tasks(self) -> list[asyncio.Task[Any]]:
         """The tasks made on this loop that are not done yet."""
-        return [t for t in list(self._tasks) if not t.done()]
+        return [t for t in self._tasks if not t.done()]
 
     # -- driving -----------------------------------------------------------
     def run_until_settled(self) -> None:

@@ -801,3 +801,23 @@ def test_closing_an_instance_closes_its_own_pending_tasks_and_no_others(
     monkeypatch.setattr(asyncio, "all_tasks", walked)
     sim.instance.close()
     assert sorted(closed) == ["child", "gathered", "main"]
+
+
+def test_a_loop_keeps_no_more_than_twice_its_live_tasks(make_sim: MakeSim) -> None:
+    """A run that makes a thousand short tasks does not keep them all for its close."""
+
+    async def quick(i: int) -> int:
+        return i
+
+    async def wf() -> int:
+        total = 0
+        for i in range(1000):
+            total += await asyncio.create_task(quick(i))
+        return total + await fetch(1)
+
+    sim = make_sim(wf)
+    assert keys(sim.activate().commands) == [("TaskScheduled", 1, "loop.fetch")]
+    kept = sim.instance.loop._tasks
+    assert len(kept) <= 2 * 64
+    assert [t for t in sim.instance.loop.tasks()] == [sim.instance._main]
+    sim.instance.close()
