@@ -75,6 +75,7 @@ async def test_a_database_locked_past_the_wait_fails_with_store_error(
 ) -> None:
     monkeypatch.setattr(sqlite_thread, "LOCK_WAIT", 0.2)
     _pragma(store, "PRAGMA busy_timeout = 50")
+    store._thread._wait_ms = 50  # what the thread sets back after a write on the caller's
     other = sqlite3.connect(str(tmp_path / "kg.db"), isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
