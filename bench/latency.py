@@ -16,6 +16,7 @@ from bench._workflows import one_step
 
 NAME = "latency"
 WARMUP = 10
+TARGET_P50_MS = 1.5  # issue 31's target
 
 
 def run(config: Config) -> list[Measurement]:
@@ -38,6 +39,6 @@ def run(config: Config) -> list[Measurement]:
             config.log(f"  {NAME} rep {rep + 1}: p50={p50s[-1]:.2f} ms p95={p95s[-1]:.2f} ms")
     detail = {"samples_per_repetition": samples, "warmup": WARMUP}
     return [
-        Measurement(NAME, "one-step workflow, p50", "ms", p50s, detail=detail),
+        Measurement(NAME, "one-step workflow, p50", "ms", p50s, TARGET_P50_MS, "<=", detail),
         Measurement(f"{NAME}_p95", "one-step workflow, p95", "ms", p95s, detail=detail),
     ]
