@@ -138,7 +138,7 @@ class WorkflowLoop(asyncio.AbstractEventLoop):
         task = asyncio.Task(coro, loop=self, name=name, context=context)
         self._tasks.add(task)
         if len(self._tasks) >= self._prune_at:
-            self._tasks = {t for t in self._tasks if not t.done()}
+            self._tasks = set(self.tasks())
             self._prune_at = max(_PRUNE_FROM, 2 * len(self._tasks))
         return task
 

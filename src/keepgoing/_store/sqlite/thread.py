@@ -100,12 +100,12 @@ class SqliteThread:
         self._conn_lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._level = 0  # the connection's own ``PRAGMA synchronous`` (2 is FULL)
-        self._set_level = 0  # what it is set to now: NORMAL after a lease-only write
-        # The connection's own ``PRAGMA busy_timeout``, and whether it is set to 0 now:
-        # a call run here starts its write without waiting; the thread and every read
-        # wait as the connection is set. Switched only when the other kind comes.
+        # The connection's own ``PRAGMA busy_timeout``: a write run on the caller's
+        # thread starts without waiting (0); the thread and every read wait this long.
         self._wait_ms = 0
-        self._impatient = False
+        # What ``synchronous`` and ``busy_timeout`` are set to now: each is set only
+        # when the kind of call changes (``_set``).
+        self._pragmas: dict[str, int] = {}
 
     def start(self) -> None:
         if self._thread is not None:
@@ -210,9 +210,9 @@ class SqliteThread:
             return
         with self._conn_lock:
             self._conn = conn
-            self._level = self._set_level = _synchronous(conn)
+            self._level = _synchronous(conn)
             self._wait_ms = int(single_value(conn, "PRAGMA busy_timeout"))
-            self._impatient = False
+            self._pragmas = {"synchronous": self._level, "busy_timeout": self._wait_ms}
         self._ready.set()
         try:
             while True:
@@ -247,15 +247,18 @@ class SqliteThread:
                 with contextlib.suppress(sqlite3.Error):
                     conn.close()
 
+    def _set(self, conn: sqlite3.Connection, pragma: str, value: int) -> None:
+        """``PRAGMA pragma = value`` unless it is so already (the caller holds the
+        connection's lock)."""
+        if self._pragmas.get(pragma) != value:
+            conn.execute(f"PRAGMA {pragma} = {value}")
+            self._pragmas[pragma] = value
+
     def _patience(self, conn: sqlite3.Connection, patient: bool) -> None:
-        """Set the connection's busy timeout to its own (``patient``) or to 0, if it
-        is not so already (the caller holds the connection's lock). A failure to set
-        it is the caller's: its next statement fails the same way."""
-        if self._impatient != patient:
-            return
+        """Set the connection's busy timeout to its own (``patient``) or to 0. A failure
+        to set it is the caller's: its next statement fails the same way."""
         with contextlib.suppress(sqlite3.Error):
-            conn.execute(f"PRAGMA busy_timeout = {self._wait_ms if patient else 0}")
-            self._impatient = not patient
+            self._set(conn, "busy_timeout", self._wait_ms if patient else 0)
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Request]) -> None:
         self._patience(conn, True)
@@ -279,10 +282,7 @@ class SqliteThread:
         (``synchronous=NORMAL``) if the connection is set to sync more than that; else
         as the connection is set. Set only when it changes (the caller holds the
         connection's lock); a failure to set it is the transaction's own."""
-        wanted = min(self._level, _NORMAL) if lease_only else self._level
-        if self._set_level != wanted:
-            conn.execute(f"PRAGMA synchronous = {wanted}")
-            self._set_level = wanted
+        self._set(conn, "synchronous", min(self._level, _NORMAL) if lease_only else self._level)
 
     def _run_writes(
         self, conn: sqlite3.Connection, writes: list[_Request]
