@@ -18,7 +18,12 @@ run ended:
 - ``calls``: Python function calls whose code lives under ``src/keepgoing``
   (``sys.setprofile`` on every thread the worker starts), deterministic on one
   interpreter up to the store's choice of running a call on its own thread or
-  the caller's.
+  the caller's;
+- ``waits``: on PostgreSQL, the answers the store waited for, each a round
+  trip to the server: a statement sent outside a pipeline, a pipeline's fetch
+  of results it has sent for (a read, or its closing sync with the
+  ``COMMIT``). Statements queued in a pipeline and never read wait for
+  nothing until the sync. 0 on SQLite, which has no server.
 
 On SQLite the statements come from ``set_trace_callback`` on the store's
 connection, which reports a statement again for each trigger program it runs
@@ -54,7 +59,7 @@ HOUR = 3600.0
 QUEUE = "budgets"
 PACKAGE = str(Path(keepgoing.__file__).resolve().parent)
 WORK = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "REPLACE")
-METRICS = ("work", "control", "commits", "calls")
+METRICS = ("work", "control", "commits", "calls", "waits")
 DONE = ("completed", "failed", "cancelled", "continued")
 
 
@@ -81,6 +86,7 @@ class Tally:
     control: int = 0
     commits: int = 0
     calls: int = 0
+    waits: int = 0
     last_sql: str | None = None
     statements: list[str] = field(default_factory=list)
 
@@ -120,6 +126,12 @@ class Counter:
         tally = self.tally
         if tally is not None:
             tally.commits += 1
+
+    def wait(self) -> None:
+        tally = self.tally
+        if tally is not None:
+            with self.lock:
+                tally.waits += 1
 
 
 def settings() -> WorkerSettings:
@@ -318,18 +330,18 @@ class StatusReader:
     """Reads a run's status on its own connection, which nothing counts."""
 
     def __init__(self, conn: Any, sql: str) -> None:
-        self._conn = conn
+        self.conn = conn
         self._sql = sql
         self._lock = threading.Lock()
 
     def __call__(self, run_id: str) -> str | None:
         with self._lock:
-            row = self._conn.execute(self._sql, (run_id,)).fetchone()
+            row = self.conn.execute(self._sql, (run_id,)).fetchone()
         return None if row is None else str(row[0])
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self.conn.close()
 
 
 def sqlite_status(path: str) -> StatusReader:
@@ -338,14 +350,17 @@ def sqlite_status(path: str) -> StatusReader:
 
 
 @contextlib.contextmanager
-def traced_postgres(counter: Counter) -> Iterator[None]:
-    """Count the PostgreSQL store's statements and commits (this process's only)."""
+def traced_postgres(counter: Counter, status: StatusReader) -> Iterator[None]:
+    """Count the PostgreSQL store's statements, commits and waits (this process's only;
+    not those of ``status``, which reads the measured run's end)."""
     import psycopg  # noqa: PLC0415
+    from psycopg._pipeline_base import BasePipeline  # noqa: PLC0415
 
     from keepgoing._store.postgres.sql import PgConnection  # noqa: PLC0415
 
     execute, executemany = PgConnection.execute, PgConnection.executemany
     commit, raw_execute = psycopg.Connection.commit, psycopg.Connection.execute
+    cursor_execute, fetch = psycopg.Cursor.execute, BasePipeline._fetch_gen
 
     def counted_execute(self: Any, sql: str, params: Any = ()) -> Any:
         counter.sql(sql, collapse=False)
@@ -357,6 +372,8 @@ def traced_postgres(counter: Counter) -> Iterator[None]:
 
     def counted_commit(self: Any) -> None:
         counter.commit()
+        if self._pipeline is None:
+            counter.wait()
         commit(self)
 
     def counted_raw(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
@@ -364,10 +381,23 @@ def traced_postgres(counter: Counter) -> Iterator[None]:
             counter.commit()
         return raw_execute(self, query, *args, **kwargs)
 
+    def counted_cursor(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.connection._pipeline is None and self.connection is not status.conn:
+            # Sent alone: its answer is waited for.
+            counter.wait()
+        return cursor_execute(self, query, *args, **kwargs)
+
+    def counted_fetch(self: Any, *, flush: bool) -> Any:
+        if self.result_queue:  # results sent for and not yet read: wait for them
+            counter.wait()
+        return fetch(self, flush=flush)
+
     PgConnection.execute = counted_execute  # type: ignore[method-assign]
     PgConnection.executemany = counted_executemany  # type: ignore[method-assign]
     psycopg.Connection.commit = counted_commit  # type: ignore[method-assign]
     psycopg.Connection.execute = counted_raw  # type: ignore[method-assign]
+    psycopg.Cursor.execute = counted_cursor  # type: ignore[method-assign]
+    BasePipeline._fetch_gen = counted_fetch  # type: ignore[method-assign]
     try:
         yield
     finally:
@@ -375,6 +405,8 @@ def traced_postgres(counter: Counter) -> Iterator[None]:
         PgConnection.executemany = executemany  # type: ignore[method-assign]
         psycopg.Connection.commit = commit  # type: ignore[method-assign]
         psycopg.Connection.execute = raw_execute  # type: ignore[method-assign]
+        psycopg.Cursor.execute = cursor_execute  # type: ignore[method-assign]
+        BasePipeline._fetch_gen = fetch  # type: ignore[method-assign]
 
 
 def postgres_status(url: str) -> StatusReader:

@@ -47,6 +47,8 @@ BUDGETS: dict[str, dict[str, float]] = {
         "per_step.control": 3,  # 2.42: BEGIN and COMMIT; a PRAGMA pair in an empty claim pass
         "per_step.commits": 1.2,  # 1.0-1.11
         "per_step.calls": 190,  # 163-173
+        "one.waits": 0,  # 0: no server
+        "per_step.waits": 0,  # 0
     },
     "postgres": {
         "one.work": 19,  # 19: a start reads its workflow's recorded flow spec
@@ -57,6 +59,8 @@ BUDGETS: dict[str, dict[str, float]] = {
         "per_step.control": 0,  # 0
         "per_step.commits": 1.3,  # 1.11-1.16
         "per_step.calls": 215,  # 190-196
+        "one.waits": 19,  # 17: the start, its activation and eager claim, the completion
+        "per_step.waits": 2.5,  # 2.26: the run head with the completion, the COMMIT
     },
 }
 
@@ -78,7 +82,7 @@ def postgres_bench(postgres_url: str) -> Iterator[Bench]:
     reset(url)
     with (
         Bench(PostgresStore(url), postgres_status(url)) as bench,
-        traced_postgres(bench.counter),
+        traced_postgres(bench.counter, bench.status),
     ):
         yield bench
 

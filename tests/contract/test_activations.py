@@ -301,6 +301,29 @@ async def test_eager_claim_takes_the_scheduled_tasks_for_the_committer(store: St
     assert (await store.complete_task(success(eager, now=NOW + 3))).accepted
 
 
+async def test_an_eager_claims_lease_is_the_one_stored(store: Store) -> None:
+    # The claim reports its lease without reading it back: the row must hold the same
+    # figure, so the reaper takes the attempt exactly when its holder thinks it expires.
+    run = await start(store)
+    claim = await claim_run(store, run.run_id)
+    result = await commit(
+        store,
+        claim,
+        [task(1)],
+        worker="w1",
+        now=NOW + 0.1,
+        eager_claim=True,
+        eager_limit=1,
+        lease_ttl=0.2,
+    )
+    (eager,) = result.eager
+    assert eager.lease_expires_at == NOW + 0.1 + 0.2
+
+    assert await store.reap_expired_leases(now=eager.lease_expires_at, limit=10) == 0
+    after = eager.lease_expires_at + 1e-6
+    assert await store.reap_expired_leases(now=after, limit=10) == 1
+
+
 async def test_eager_claim_honours_the_limit_of_several(store: Store) -> None:
     _, result = await start_with(
         store, [task(1), task(2), task(3)], eager_claim=True, eager_limit=2

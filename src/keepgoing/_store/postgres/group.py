@@ -19,7 +19,8 @@ If the connection drops while ``COMMIT`` is under way with no answer, no
 write of the batch is reported as done (see ``_postgres_pool``).
 
 Reads are grouped the same way, for the hand-offs alone: a batch of reads
-runs one after another on one connection in autocommit mode (64 claimed runs
+runs one after another on one connection (in autocommit mode, as every
+one of the pool's) (64 claimed runs
 read their histories in one hand-off, not 64).
 """
 
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from keepgoing._store.postgres.sql import PgConnection
+from keepgoing._store.postgres.sql import PgConnection, begin, rollback
 from keepgoing.errors import StoreError
 
 if TYPE_CHECKING:
@@ -133,9 +134,8 @@ class GroupWriter:
             return self._read_together(raw, batch)
         committing = False
         try:
-            if raw.autocommit:
-                raw.autocommit = False
             with raw.pipeline() as pipeline:
+                begin(raw)
                 raw.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
                 conn = PgConnection(raw, pipeline)
                 results = [write.op(conn) for write in batch]
@@ -146,11 +146,9 @@ class GroupWriter:
                 if wakes:
                     raw.execute(runner.notify_sql)
                 committing = True
-                raw.commit()
+                raw.execute("COMMIT")  # answered at the pipeline's closing sync
         except Exception as exc:
-            if not (raw.broken or raw.closed):
-                with contextlib.suppress(psycopg.Error):
-                    raw.rollback()
+            rollback(raw)
             lost_answer = isinstance(exc, psycopg.Error) and exc.sqlstate is None
             if committing and lost_answer and (raw.broken or raw.closed):
                 runner.outage.down(exc)
@@ -171,8 +169,6 @@ class GroupWriter:
         self, raw: psycopg.Connection[Any], batch: list[_Call]
     ) -> list[tuple[bool, Any]]:
         try:
-            if not raw.autocommit:
-                raw.autocommit = True
             conn = PgConnection(raw)
             results = [write.op(conn) for write in batch]
         except Exception as exc:

@@ -3,11 +3,18 @@
 Every store call is an op function (one of the shared ``keepgoing._store.sql``
 functions) handed to a few threads that own no connection of their own: they take
 one from a ``psycopg_pool.ConnectionPool`` per batch (``postgres/group.py``).
-Reads run in autocommit mode; writes run in a transaction whose statements
-are pipelined (``PgConnection``) and which sends ``NOTIFY`` before its
-``COMMIT`` when a write made work for others (``pg_notify`` is
-transactional, so listeners hear of a change only once it is visible).
-Writes that queue up together share one transaction (group commit).
+The connections are in autocommit mode. Reads run so, one statement each;
+writes run in a transaction whose statements are pipelined (``PgConnection``),
+``BEGIN`` to ``COMMIT``, and which sends ``NOTIFY`` before its ``COMMIT`` when
+a write made work for others (``pg_notify`` is transactional, so listeners
+hear of a change only once it is visible). Writes that queue up together share
+one transaction (group commit).
+
+The ``BEGIN`` is a statement of its own, queued in the pipeline like the rest
+(``begin`` in ``postgres/sql.py``): psycopg's implicit one, outside autocommit
+mode, syncs the pipeline before the first statement is sent, a round trip of
+its own. So a write waits for the server only where it reads an answer and at
+its ``COMMIT``.
 
 Why threads and sync connections rather than ``AsyncConnectionPool``: the
 queries exist once, as sync functions over a DB-API connection, shared with
@@ -51,12 +58,11 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pgerrors
-from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from keepgoing._backoff import backoff
 from keepgoing._store.postgres.group import GroupWriter
-from keepgoing._store.postgres.sql import PgConnection
+from keepgoing._store.postgres.sql import PgConnection, begin, rollback
 from keepgoing._store.refused import RefusedValueError
 from keepgoing.errors import KeepgoingError, StoreError
 
@@ -168,7 +174,7 @@ class PgRunner:
             max_size=max_size,
             open=False,
             name=name,
-            kwargs={"autocommit": False},
+            kwargs={"autocommit": True},  # a write's BEGIN is its own: see begin()
             timeout=outage_timeout,
             reconnect_timeout=max(outage_timeout, 60.0),
         )
@@ -275,11 +281,10 @@ class PgRunner:
     ) -> tuple[Any, bool]:
         committing = False
         try:
-            if raw.autocommit == write:
-                raw.autocommit = not write
             if not write:
                 return op(PgConnection(raw)), False
             with raw.pipeline() as pipeline:  # see PgConnection: writes wait only for reads
+                begin(raw)
                 result = op(PgConnection(raw, pipeline))
                 wakes = bool(notify(result) if callable(notify) else notify)
                 if wakes:
@@ -290,7 +295,7 @@ class PgRunner:
                 raw.execute("COMMIT")
             return result, wakes
         except BaseException as exc:
-            _rollback(raw)
+            rollback(raw)
             mapped = _classify(exc, raw, committing, self.where)
             if mapped is exc:
                 raise
@@ -348,11 +353,3 @@ def _classify(
         # store method that called names the field (keepgoing._store.refused).
         return RefusedValueError("PostgreSQL", exc)
     return exc  # a typed error the op raised, or a cancellation
-
-
-def _rollback(raw: psycopg.Connection[Any]) -> None:
-    if raw.broken or raw.closed:
-        return
-    if raw.info.transaction_status != TransactionStatus.IDLE:
-        with contextlib.suppress(psycopg.Error):
-            raw.rollback()

@@ -26,14 +26,16 @@ which runs every query on both databases, is what keeps the rules complete.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
-__all__ = ["CONFLICT_KEYS", "IDENTITY", "PgConnection", "translate"]
+__all__ = ["CONFLICT_KEYS", "IDENTITY", "PgConnection", "begin", "rollback", "translate"]
 
 #: The key ``INSERT OR REPLACE`` replaces on, per table.
 CONFLICT_KEYS: dict[str, tuple[str, ...]] = {
@@ -275,3 +277,20 @@ class PgConnection:
             "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0)) AS acquired", (key,)
         ).fetchone() or (False,)
         return bool(acquired)
+
+
+def begin(raw: psycopg.Connection[Any]) -> None:
+    """Open a write's transaction on ``raw``, a connection in autocommit mode inside a
+    pipeline: the ``BEGIN`` is queued with the statements after it and answered with
+    them. (psycopg's implicit ``BEGIN``, outside autocommit mode, syncs the pipeline
+    before the first statement: a round trip of its own.)"""
+    raw.execute("BEGIN")
+
+
+def rollback(raw: psycopg.Connection[Any]) -> None:
+    """End whatever transaction ``raw`` still has open after a failed write, if it can."""
+    if raw.broken or raw.closed:
+        return
+    if raw.info.transaction_status != TransactionStatus.IDLE:
+        with contextlib.suppress(psycopg.Error):
+            raw.rollback()

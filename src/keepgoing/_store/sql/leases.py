@@ -8,8 +8,9 @@ module holds the two rules every such statement uses, each one SQL fragment:
 * :data:`FENCED`, the fence: a holder's write lands only while its row still
   runs under the fence its claim took (a completion, a commit, a release);
 * :func:`attempt_lease`, the attempt-lease cap: ``lease_ttl`` from now, never
-  more than ``lease_ttl`` past the attempt's deadline (a claim, the eager
-  claim, a heartbeat);
+  more than ``lease_ttl`` past the attempt's deadline (a claim, a heartbeat;
+  the eager claim, whose figures are all in hand, takes the same cap from
+  :func:`attempt_lease_at`, the rule's one Python spelling);
 
 and the statements: activation claims (:func:`claim_activations`, with the
 revision rule :func:`revision_rule`), task claims (:func:`claim_tasks`), the
@@ -78,6 +79,12 @@ def attempt_lease(deadline: str) -> str:
     more than ``lease_ttl`` past its ``deadline`` (an SQL expression). Parameters:
     now, lease_ttl, those of ``deadline``, lease_ttl."""
     return f"MIN(? + ?, {deadline} + ?)"
+
+
+def attempt_lease_at(now: float, lease_ttl: float, deadline: float) -> float:
+    """:func:`attempt_lease` on figures in hand: the same sums and the same least, in
+    the same IEEE doubles the stores compute with, so the value is the one SQL gives."""
+    return min(now + lease_ttl, deadline + lease_ttl)
 
 
 class TaskKey(NamedTuple):
@@ -160,18 +167,16 @@ def insert_task(
         admission = admit(conn, limits, now)
         if not admission.admitted:
             owner, available_at = None, admission.retry_at or now
-    # The eager claim: the task is inserted running, its lease capped by the one rule.
-    lease, lease_params = (
-        ("?", (None,)) if owner is None else _eager_lease(now, lease_ttl, deadline)
-    )
-    cursor = conn.execute(
+    # The eager claim: the task is inserted running, its lease capped by the one rule,
+    # figured here: nothing is read back, so on PostgreSQL the INSERT waits for no answer.
+    lease = None if owner is None else attempt_lease_at(now, lease_ttl, deadline)
+    conn.execute(
         "INSERT INTO tasks (run_id, cmd, workflow_id, name, queue, status, args, kwargs, image, "
         "retries, retry_delay, timeout, max_worker_losses, attempt, fence, available_at, "
         f"started_at, deadline, lease_owner, lease_expires_at, operation_id, {_LIMITS}, "
         "priority) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {lease}, ?, "
-        f"{marks(LIMIT_COLUMNS)}, (SELECT priority FROM runs WHERE run_id = ?))"
-        f"{'' if owner is None else ' RETURNING lease_expires_at'}",
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        f"{marks(LIMIT_COLUMNS)}, (SELECT priority FROM runs WHERE run_id = ?))",
         (
             run_id,
             t.cmd,
@@ -192,16 +197,14 @@ def insert_task(
             now if owner else None,
             deadline if owner else None,
             owner,
-            *lease_params,
+            lease,
             t.operation_id,
             *limits,
             run_id,
         ),
     )
-    if owner is None:
+    if owner is None or lease is None:
         return None
-    claimed = cursor.fetchone()
-    assert claimed is not None
     return rec.TaskClaim(
         run_id=run_id,
         workflow_id=workflow_id,
@@ -213,7 +216,7 @@ def insert_task(
         fence=1,
         started_at=now,
         deadline=deadline,
-        lease_expires_at=float(claimed[0]),
+        lease_expires_at=lease,
         timeout=t.timeout,
         retries=t.retries,
         retry_delay=t.retry_delay,
@@ -240,10 +243,6 @@ class _Candidate(NamedTuple):
     rate_tokens: int | None
     rate_period: float | None
     rate_burst: int | None
-
-
-def _eager_lease(now: float, lease_ttl: float, deadline: float) -> tuple[str, tuple[float, ...]]:
-    return attempt_lease("?"), (now, lease_ttl, deadline, lease_ttl)
 
 
 def claim_tasks(
