@@ -8,7 +8,6 @@ import contextvars
 import functools
 import inspect
 from collections.abc import Callable
-from concurrent.futures import Executor
 from typing import Any
 
 from keepgoing import _tracing as tracing
@@ -38,15 +37,16 @@ async def run_attempt(
     *,
     worker_id: str,
     clock: Clock,
-    executor: Executor | None,
+    threads: TaskThreads | None,
     store: Store | None = None,
     capture_logs: bool = False,
 ) -> TaskOutcome:
     """Run the attempt until the claim's deadline and return its outcome, stamped by ``clock``.
 
     Never raises for the task's own errors: they are the outcome. A sync task that
-    overruns keeps its thread (counted as hung by ``TaskThreads``), but its late
-    result is discarded. With ``store``, volume writes are staged and returned with
+    overruns keeps its thread (counted as hung by ``threads``), but its late
+    result is discarded; with no ``threads``, sync bodies run on the loop's default
+    executor. With ``store``, volume writes are staged and returned with
     a successful outcome (to commit with the completion); any other outcome drops them.
     With ``capture_logs``, what the attempt prints and logs goes with its outcome
     (``keepgoing._worker.logs``).
@@ -78,7 +78,7 @@ async def run_attempt(
     try:
         async with asyncio.timeout(max(claim.deadline - clock.now(), 0.0)) as scope:
             try:
-                value = await _body(definition, claim, executor)
+                value = await _body(definition, claim, threads)
             except TimeoutError as exc:
                 if scope.expired():
                     raise
@@ -240,7 +240,7 @@ def _engine_signal(exc: BaseException) -> bool:
 
 
 async def _body(
-    definition: TaskDefinition[..., Any], claim: TaskClaim, executor: Executor | None
+    definition: TaskDefinition[..., Any], claim: TaskClaim, threads: TaskThreads | None
 ) -> Any:
     # A reviewed retry (its own operation id set) looks its operation up on attempt 1 too.
     if definition.reconcile is not None and (claim.attempt > 1 or claim.operation_id):
@@ -248,33 +248,33 @@ async def _body(
             definition.reconcile,
             (claim.operation_id or f"op-{claim.run_id}-{claim.cmd}", *claim.args),
             claim.kwargs,
-            executor,
+            threads,
         )
         if found is not None:
             return found
-    return await _call(definition.fn, tuple(claim.args), claim.kwargs, executor)
+    return await _call(definition.fn, tuple(claim.args), claim.kwargs, threads)
 
 
 async def _call(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    executor: Executor | None,
+    threads: TaskThreads | None,
 ) -> Any:
     """One adapter for sync and async callables: async on this loop, sync in a thread."""
     if inspect.iscoroutinefunction(fn):
         return await fn(*args, **kwargs)
     context = contextvars.copy_context()
     call = functools.partial(context.run, fn, *args, **kwargs)
-    if executor is None:
+    if threads is None:
         result = await asyncio.get_running_loop().run_in_executor(None, call)
     else:
-        running = executor.submit(call)
+        running = threads.start(call)
         try:
-            result = await asyncio.wrap_future(running)
+            result = await running.future
         finally:
-            if not running.done() and isinstance(executor, TaskThreads):
-                executor.abandon(running)  # its attempt ended: the thread is hung
+            if not running.returned:
+                threads.abandon(running)  # its attempt ended: the thread is hung
     if inspect.isawaitable(result):
         return await result
     return result

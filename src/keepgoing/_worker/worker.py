@@ -107,7 +107,7 @@ class Worker:
         self._stopping = asyncio.Event()
         self._stop_reason: WorkerStop | None = None  # why it stops (request_stop)
         self._services_due = 0.0
-        self._executor = TaskThreads(keep_idle=self.settings.concurrency)
+        self._threads = TaskThreads(keep_idle=self.settings.concurrency)
         self.activator = Activator(
             store,
             self.cache,
@@ -311,7 +311,7 @@ class Worker:
     @property
     def hung_threads(self) -> int:
         """Threads still running a sync body whose attempt ended (timed out, lost)."""
-        return self._executor.hung
+        return self._threads.hung
 
     async def _check_hung(self) -> None:
         """Report a changed hung-thread count; past the bound, stop to be replaced."""
@@ -449,7 +449,7 @@ class Worker:
                 claim,
                 worker_id=self.worker_id,
                 clock=self.clock,
-                executor=self._executor,
+                threads=self._threads,
                 store=self.store,
                 capture_logs=self.capture_logs,
             )
@@ -553,7 +553,7 @@ class Worker:
         await self.store.deregister_worker(self.worker_id)
         await self.store.release_liveness(self.worker_id)
         self.cache.clear()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown(cancel_waiting=True)
 
     async def stop_local(self) -> None:
         """End an in-process worker: cancel what still runs and free its threads."""
@@ -563,7 +563,7 @@ class Worker:
         if attempts:
             await asyncio.gather(*attempts, return_exceptions=True)
         self.cache.clear()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._threads.shutdown(cancel_waiting=True)
 
     def _record(self) -> WorkerRecord:
         now = self.clock.now()

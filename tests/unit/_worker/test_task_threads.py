@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 
 from keepgoing._store.transitions import reap_reason
-from keepgoing._worker.threads import TaskThreads
+from keepgoing._worker.threads import Call, TaskThreads
 
 
-def test_every_body_starts_at_once_however_many_are_hung() -> None:
+async def test_every_body_starts_at_once_however_many_are_hung() -> None:
     threads = TaskThreads(keep_idle=2)
     release = threading.Event()
     started = threading.Semaphore(0)
@@ -20,25 +21,25 @@ def test_every_body_starts_at_once_however_many_are_hung() -> None:
         release.wait(10)
         return "late"
 
-    hung = [threads.submit(hang) for _ in range(20)]  # far more than keep_idle
+    hung = [threads.start(hang) for _ in range(20)]  # far more than keep_idle
     for _ in range(20):
-        assert started.acquire(timeout=10), "a body waited for a thread"
-    for future in hung:
-        threads.abandon(future)
+        assert await asyncio.to_thread(started.acquire, timeout=10), "a body waited for a thread"
+    for call in hung:
+        threads.abandon(call)
     assert threads.hung == 20
-    assert threads.submit(lambda: "healthy").result(timeout=10) == "healthy"
+    assert await asyncio.wait_for(threads.start(lambda: "healthy").future, 10) == "healthy"
 
     release.set()
-    assert [f.result(timeout=10) for f in hung] == ["late"] * 20
-    assert threads.hung == 0
+    assert await asyncio.wait_for(asyncio.gather(*(c.future for c in hung)), 10) == ["late"] * 20
+    assert threads.hung == 0 and all(c.returned for c in hung)
     threads.shutdown()
 
 
-def test_idle_threads_are_reused_and_errors_reach_the_caller() -> None:
+async def test_idle_threads_are_reused_and_errors_reach_the_caller() -> None:
     threads = TaskThreads(keep_idle=4)
     names = set()
     for _ in range(50):
-        names.add(threads.submit(lambda: threading.current_thread().name).result(timeout=10))
+        names.add(await threads.start(lambda: threading.current_thread().name).future)
     assert len(names) <= 2  # one thread (two at a hand-over), not one per call
     assert threads.threads <= 4
 
@@ -46,11 +47,43 @@ def test_idle_threads_are_reused_and_errors_reach_the_caller() -> None:
         raise SystemExit(3)
 
     with pytest.raises(SystemExit):
-        threads.submit(exits).result(timeout=10)
-    threads.abandon(threads.submit(lambda: None))  # done already, or soon: not hung for long
+        await threads.start(exits).future
+    done = threads.start(lambda: None)
+    await done.future
+    threads.abandon(done)  # returned already: not hung
+    assert threads.hung == 0
     threads.shutdown()
     with pytest.raises(RuntimeError, match="after shutdown"):
-        threads.submit(lambda: None)
+        threads.start(lambda: None)
+
+
+async def test_a_body_whose_attempt_ended_before_a_thread_took_it_never_runs() -> None:
+    threads = TaskThreads(keep_idle=1)
+    ran: list[str] = []
+    loop = asyncio.get_running_loop()
+    call = Call(lambda: ran.append("ran"), loop, loop.create_future())
+    call.future.cancel()  # its attempt timed out while the call waited for its thread
+    threads.abandon(call)
+    assert threads.hung == 1
+
+    threads._run(call)  # what the thread does when it takes the call
+
+    assert ran == [] and call.returned and threads.hung == 0
+    threads.shutdown()
+
+
+async def test_shutdown_cancels_the_calls_no_thread_has_taken() -> None:
+    threads = TaskThreads(keep_idle=0)
+    loop = asyncio.get_running_loop()
+    queued = Call(lambda: None, loop, loop.create_future())
+    threads._items.put(queued)  # handed over, not yet taken by a thread
+
+    threads.shutdown(cancel_waiting=True)
+
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(queued.future, 10)
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        threads.start(lambda: None)
 
 
 @pytest.mark.parametrize(

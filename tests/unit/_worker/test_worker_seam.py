@@ -146,7 +146,7 @@ async def test_an_activation_with_nothing_to_follow_up_returns_nothing(
 
     # The task's completion, without the cached instance: an ordinary write.
     outcome = await run_attempt(
-        double, claim, worker_id="seam-worker", clock=clock, executor=None, store=store
+        double, claim, worker_id="seam-worker", clock=clock, threads=None, store=store
     )
 
     assert await activator.complete(outcome) is NOTHING
@@ -160,7 +160,7 @@ async def test_an_attempt_describes_its_own_outcome(store: SqliteStore) -> None:
     clock.advance(2.5)
 
     outcome = await run_attempt(
-        double, claim, worker_id="seam-worker", clock=clock, executor=None, store=store
+        double, claim, worker_id="seam-worker", clock=clock, threads=None, store=store
     )
 
     assert (outcome.run_id, outcome.cmd, outcome.fence) == (claim.run_id, claim.cmd, claim.fence)
@@ -173,7 +173,7 @@ async def test_a_failed_attempt_describes_its_error_and_keeps_no_writes() -> Non
     clock = FakeClock()
     claim = _claim(clock, name=broken.name, args=[], cmd=3, fence=7)
 
-    outcome = await run_attempt(broken, claim, worker_id="seam-worker", clock=clock, executor=None)
+    outcome = await run_attempt(broken, claim, worker_id="seam-worker", clock=clock, threads=None)
 
     assert (outcome.ok, outcome.result, outcome.reason) == (False, None, "error")
     assert outcome.error is not None
@@ -187,7 +187,7 @@ async def test_an_attempt_past_its_deadline_times_out_at_once() -> None:
         clock, name=stuck.name, args=[], attempt=2, started_at=clock.now() - 20.0, timeout=15.0
     )
 
-    outcome = await run_attempt(stuck, claim, worker_id="seam-worker", clock=clock, executor=None)
+    outcome = await run_attempt(stuck, claim, worker_id="seam-worker", clock=clock, threads=None)
 
     assert (outcome.ok, outcome.reason) == (False, "timeout")
     assert outcome.error is not None
