@@ -19,9 +19,9 @@ If the connection drops while ``COMMIT`` is under way with no answer, no
 write of the batch is reported as done (see ``_postgres_pool``).
 
 Reads are grouped the same way, for the hand-offs alone: a batch of reads
-runs one after another on one connection (in autocommit mode, as every
-one of the pool's) (64 claimed runs
-read their histories in one hand-off, not 64).
+runs one after another on one connection, each statement on its own (the
+pool's connections are in autocommit mode), so 64 claimed runs read their
+histories in one hand-off, not 64.
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ def insert_task(
             run_id,
         ),
     )
-    if owner is None or lease is None:
+    if lease is None:  # not claimed
         return None
     return rec.TaskClaim(
         run_id=run_id,
