@@ -304,17 +304,8 @@ async def test_eager_claim_takes_the_scheduled_tasks_for_the_committer(store: St
 async def test_an_eager_claims_lease_is_the_one_stored(store: Store) -> None:
     # The claim reports its lease without reading it back: the row must hold the same
     # figure, so the reaper takes the attempt exactly when its holder thinks it expires.
-    run = await start(store)
-    claim = await claim_run(store, run.run_id)
-    result = await commit(
-        store,
-        claim,
-        [task(1)],
-        worker="w1",
-        now=NOW + 0.1,
-        eager_claim=True,
-        eager_limit=1,
-        lease_ttl=0.2,
+    _, result = await start_with(
+        store, [task(1)], now=NOW + 0.1, eager_claim=True, eager_limit=1, lease_ttl=0.2
     )
     (eager,) = result.eager
     assert eager.lease_expires_at == NOW + 0.1 + 0.2
