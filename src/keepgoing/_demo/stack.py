@@ -26,6 +26,7 @@ import uvicorn
 from keepgoing._client.client import Client
 from keepgoing._client.deploy import WorkflowWorker, deploy_workflow_worker
 from keepgoing._groups.service import worker_store_url
+from keepgoing._history import events as ev
 from keepgoing._open_store import store_from_url
 from keepgoing._server.app import create_app
 from keepgoing._server.serve import bind
@@ -130,7 +131,9 @@ class LocalStack:
 
     def kill_worker_during(self, workflow_id: str, step: str, *, timeout: float = 120.0) -> str:
         """Kill the worker running ``step`` through ``POST /runs/{id}/kill-worker``. A
-        step that finished between seeing it and the kill (409) is waited for again."""
+        step that finished between seeing it and the kill (409), or between the kill
+        API's check and the signal (its worker completed it), is waited for again: the
+        worker returned is one whose attempt the kill cut short."""
         deadline = time.monotonic() + timeout
         with httpx.Client(base_url=self._require_url(), timeout=10.0) as http:
             while time.monotonic() < deadline:
@@ -141,11 +144,28 @@ class LocalStack:
                 answer = http.post(f"/api/v1/runs/{workflow_id}/kill-worker", json={"cmd": cmd})
                 if answer.status_code == 200:
                     worker_id: str = answer.json()["worker_id"]
-                    log.info("killed worker %s during %s (step %d)", worker_id, step, cmd)
-                    return worker_id
+                    if self._cut_short(workflow_id, cmd, worker_id, deadline):
+                        log.info("killed worker %s during %s (step %d)", worker_id, step, cmd)
+                        return worker_id
+                    log.info("step %d finished on %s before the kill; again", cmd, worker_id)
+                    continue
                 if answer.status_code != 409:
                     raise DemoError(f"the kill API answered {answer.status_code}: {answer.text}")
         raise DemoError(f"{step} of {workflow_id} was not seen running within {timeout:.0f}s")
+
+    def _cut_short(self, workflow_id: str, cmd: int, worker_id: str, deadline: float) -> bool:
+        """After ``worker_id`` was killed: True once the run's history shows its attempt
+        at step ``cmd`` lost, False if that worker completed the step after all."""
+        while time.monotonic() < deadline:
+            for event in self.client.history(workflow_id):
+                lost = isinstance(event, ev.TaskAttemptFailed) and event.reason == "worker_lost"
+                if not (lost or isinstance(event, ev.TaskCompleted)):
+                    continue  # an attempt that failed on its own says nothing of the kill
+                assert isinstance(event, ev.TaskAttemptFailed | ev.TaskCompleted)
+                if (event.cmd, event.worker) == (cmd, worker_id):
+                    return lost
+            time.sleep(0.05)
+        raise DemoError(f"step {cmd} of {workflow_id} showed no outcome after its worker's kill")
 
     def add_cleanup(self, cleanup: Callable[[], None]) -> None:
         self._cleanups.append(cleanup)
