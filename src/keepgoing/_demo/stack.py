@@ -158,12 +158,14 @@ class LocalStack:
         at step ``cmd`` lost, False if that worker completed the step after all."""
         while time.monotonic() < deadline:
             for event in self.client.history(workflow_id):
-                lost = isinstance(event, ev.TaskAttemptFailed) and event.reason == "worker_lost"
-                if not (lost or isinstance(event, ev.TaskCompleted)):
-                    continue  # an attempt that failed on its own says nothing of the kill
-                assert isinstance(event, ev.TaskAttemptFailed | ev.TaskCompleted)
-                if (event.cmd, event.worker) == (cmd, worker_id):
-                    return lost
+                if not isinstance(event, ev.TaskAttemptFailed | ev.TaskCompleted):
+                    continue
+                if (event.cmd, event.worker) != (cmd, worker_id):
+                    continue
+                if isinstance(event, ev.TaskCompleted):
+                    return False
+                if event.reason == "worker_lost":  # one that failed on its own says nothing
+                    return True
             time.sleep(0.05)
         raise DemoError(f"step {cmd} of {workflow_id} showed no outcome after its worker's kill")
 

@@ -126,9 +126,7 @@ class TaskThreads:
 
     def _run(self, call: Call) -> None:
         if call.future.cancelled():  # its attempt ended before a thread took it
-            with self._lock:
-                call.returned = True
-                self._abandoned.discard(call)
+            self._returned(call)
             return
         settle: Callable[[asyncio.Future[Any], Any], None]
         try:
@@ -137,10 +135,14 @@ class TaskThreads:
             settle, value = _fail, exc
         else:
             settle = _succeed
+        self._returned(call)
+        _hand_back(call, settle, value)
+
+    def _returned(self, call: Call) -> None:
+        """``call``'s body has ended (or never ran): it is hung no longer."""
         with self._lock:
             call.returned = True
             self._abandoned.discard(call)
-        _hand_back(call, settle, value)
 
 
 def _hand_back(call: Call, settle: Callable[[asyncio.Future[Any], Any], None], value: Any) -> None:
